@@ -1,0 +1,576 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+type writeResult struct {
+	Path     string `json:"path"`
+	Size     int64  `json:"size"`
+	Written  int64  `json:"bytes_written"`
+	Appended bool   `json:"appended"`
+	Created  bool   `json:"created"`
+}
+
+func (r writeResult) human(io.Writer) {}
+
+// openForWrite returns the file at p, created when missing; a symlink at
+// p is followed, as a shell's > does.
+func openForWrite(tx *vfs.Tx, p string, mode uint32) (at vfs.Attr, created bool, err error) {
+	dir, name, err := tx.ResolveParent(p)
+	if err != nil {
+		return at, false, err
+	}
+	at, err = tx.Lookup(dir, name)
+	switch {
+	case errs.Is(err, errs.NotFound):
+		at, err = tx.Create(dir, name, mode, 0, 0)
+		created = true
+	case err == nil && at.Type == vfs.TypeSymlink:
+		at, err = tx.Resolve(p, true)
+	}
+	if err == nil && at.Type != vfs.TypeFile {
+		err = &errs.Error{Kind: errs.NotAFile, Op: "write", Path: p, Errno: syscall.EISDIR,
+			Err: fmt.Errorf("not a regular file (%s)", at.Type)}
+	}
+	return at, created, err
+}
+
+func (a *app) writeCmd() *cobra.Command {
+	var appendFlag bool
+	c := &cobra.Command{
+		Use:   "write PATH [CONTENT]",
+		Short: "Write a file of the vault from an argument or standard input",
+		Long: `Write CONTENT (or, when it is left out, standard input) to file PATH, creating
+it (mode 0644) or replacing what it held; --append adds to the end instead.
+The parent directory must exist.
+
+Content up to 1 MiB is written in one transaction: all or nothing. Longer
+standard input is streamed in 1 MiB transactions, so memory stays bounded;
+if such a write fails half-way, the file holds what was written so far.`,
+		Args: rangeArgs(1, 2),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			clean, err := vfs.CleanPath(args[0])
+			if err != nil {
+				return nil, err
+			}
+			src := a.env.Stdin
+			if len(args) == 2 {
+				src = strings.NewReader(args[1])
+			}
+			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
+				return a.writeStream(v, clean, src, appendFlag)
+			})
+		}),
+	}
+	c.Flags().BoolVar(&appendFlag, "append", false, "append instead of replacing the content")
+	return c
+}
+
+// writeStream writes src to the file at clean, one transaction per step.
+func (a *app) writeStream(v *vfs.Vault, clean string, src io.Reader, appendTo bool) (any, error) {
+	r := writeResult{Path: clean, Appended: appendTo}
+	buf := make([]byte, ioStep)
+	var ino vfs.Ino
+	for first := true; ; first = false {
+		if err := a.ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, rerr := io.ReadFull(src, buf)
+		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+			return nil, &errs.Error{Kind: errs.IoError, Op: "write", Path: clean, Err: fmt.Errorf("reading input: %w", rerr)}
+		}
+		if n == 0 && !first {
+			break
+		}
+		err := v.Update(func(tx *vfs.Tx) error {
+			if first {
+				at, created, err := openForWrite(tx, clean, 0o644)
+				if err != nil {
+					return err
+				}
+				ino, r.Created = at.Ino, created
+				if !appendTo && at.Size > 0 {
+					zero := uint64(0)
+					if _, err := tx.SetAttr(ino, vfs.SetAttr{Size: &zero}); err != nil {
+						return err
+					}
+				}
+			}
+			at, err := tx.GetAttr(ino)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Write(ino, int64(at.Size), buf[:n]); err != nil {
+				return err
+			}
+			r.Size = int64(at.Size) + int64(n)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.Written += int64(n)
+		if rerr != nil {
+			break
+		}
+	}
+	return r, nil
+}
+
+type mkdirResult struct {
+	Path    string `json:"path"`
+	Created bool   `json:"created"`
+	Mode    string `json:"mode"`
+}
+
+func (r mkdirResult) human(io.Writer) {}
+
+func (a *app) mkdirCmd() *cobra.Command {
+	var parents bool
+	c := &cobra.Command{
+		Use:   "mkdir PATH",
+		Short: "Create a directory in the vault",
+		Long: `Create directory PATH (mode 0755). With -p, missing parents are created too
+and an existing directory is not an error.`,
+		Args: exactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			return a.update(func(tx *vfs.Tx) (any, error) {
+				clean, err := vfs.CleanPath(args[0])
+				if err != nil {
+					return nil, err
+				}
+				if parents {
+					before, err := tx.Resolve(clean, true)
+					existed := err == nil && before.Type == vfs.TypeDir
+					at, err := tx.MkdirAll(clean, 0o755)
+					return mkdirResult{Path: clean, Created: !existed, Mode: octal(at.Mode)}, err
+				}
+				dir, name, err := tx.ResolveParent(clean)
+				if err != nil {
+					return nil, err
+				}
+				at, err := tx.Mkdir(dir, name, 0o755, 0, 0)
+				return mkdirResult{Path: clean, Created: true, Mode: octal(at.Mode)}, err
+			})
+		}),
+	}
+	c.Flags().BoolVarP(&parents, "parents", "p", false, "create missing parents; no error if PATH exists")
+	return c
+}
+
+type rmResult struct {
+	Path    string `json:"path"`
+	Existed bool   `json:"existed"`
+	Removed int    `json:"removed"` // names removed, the ones below a directory included
+}
+
+func (r rmResult) human(io.Writer) {}
+
+func (a *app) rmCmd() *cobra.Command {
+	var recursive, force bool
+	c := &cobra.Command{
+		Use:   "rm PATH",
+		Short: "Remove a file or, with -r, a directory tree from the vault",
+		Long: `Remove PATH. A directory needs -r, which removes everything below it; symlinks
+are removed, never followed. -f makes a missing PATH not an error. The whole
+removal is one transaction. The vault root cannot be removed.`,
+		Args: exactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			return a.update(func(tx *vfs.Tx) (any, error) {
+				clean, err := vfs.CleanPath(args[0])
+				if err != nil {
+					return nil, err
+				}
+				if clean == "/" {
+					return nil, &errs.Error{Kind: errs.InvalidPath, Op: "rm", Path: clean,
+						Err: errors.New("refusing to remove the vault root")}
+				}
+				r := rmResult{Path: clean}
+				dir, name, err := tx.ResolveParent(clean)
+				var at vfs.Attr
+				if err == nil {
+					at, err = tx.Lookup(dir, name)
+				}
+				if force && errs.Is(err, errs.NotFound) {
+					return r, nil
+				}
+				if err != nil {
+					return nil, err
+				}
+				r.Existed = true
+				if at.Type == vfs.TypeDir && !recursive {
+					return nil, &errs.Error{Kind: errs.NotAFile, Op: "rm", Path: clean, Errno: syscall.EISDIR,
+						Err: errors.New("is a directory"), Hint: "use rm -r to remove a directory and its content"}
+				}
+				r.Removed, err = removeAll(tx, dir, name, at)
+				return r, err
+			})
+		}),
+	}
+	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove directories and their content")
+	c.Flags().BoolVarP(&force, "force", "f", false, "ignore a missing PATH")
+	return c
+}
+
+// removeAll removes dir/name, which is at, and everything below it.
+func removeAll(tx *vfs.Tx, dir vfs.Ino, name string, at vfs.Attr) (int, error) {
+	if at.Type != vfs.TypeDir {
+		return 1, tx.Unlink(dir, name)
+	}
+	ents, err := tx.ReadDir(at.Ino)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		cat, err := tx.GetAttr(e.Ino)
+		if err != nil {
+			return n, err
+		}
+		m, err := removeAll(tx, at.Ino, e.Name, cat)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n + 1, tx.Rmdir(dir, name)
+}
+
+// target resolves where SRC goes for cp, mv and ln: into DST when DST is
+// a directory, else DST itself.
+func target(tx *vfs.Tx, dst, srcName string) (vfs.Ino, string, error) {
+	if at, err := tx.Resolve(dst, true); err == nil && at.Type == vfs.TypeDir {
+		if srcName == "/" || srcName == "" {
+			return 0, "", &errs.Error{Kind: errs.InvalidPath, Path: dst, Err: errors.New("the source has no name to use inside the destination")}
+		}
+		return at.Ino, srcName, nil
+	}
+	return tx.ResolveParent(dst)
+}
+
+type copyResult struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Files    int    `json:"files"`
+	Dirs     int    `json:"dirs"`
+	Symlinks int    `json:"symlinks"`
+	Bytes    int64  `json:"bytes"`
+}
+
+func (r copyResult) human(io.Writer) {}
+
+func (a *app) cpCmd() *cobra.Command {
+	var recursive bool
+	c := &cobra.Command{
+		Use:   "cp SRC DST",
+		Short: "Copy a file or, with -r, a directory tree inside the vault",
+		Long: `Copy SRC to DST, or into DST when DST is a directory. A directory needs -r;
+with -r symlinks are copied as links, without it a symlink SRC is followed.
+Existing files are replaced, existing directories merged. Modes are kept.
+The copy is one transaction; file data is stored once per vault, so a copy
+adds no data, only references.`,
+		Args: exactArgs(2),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			return a.update(func(tx *vfs.Tx) (any, error) {
+				src, err := vfs.CleanPath(args[0])
+				if err != nil {
+					return nil, err
+				}
+				dst, err := vfs.CleanPath(args[1])
+				if err != nil {
+					return nil, err
+				}
+				at, err := tx.Resolve(src, !recursive)
+				if err != nil {
+					return nil, err
+				}
+				if at.Type == vfs.TypeDir && !recursive {
+					return nil, &errs.Error{Kind: errs.NotAFile, Op: "cp", Path: src, Errno: syscall.EISDIR,
+						Err: errors.New("is a directory"), Hint: "use cp -r to copy a directory"}
+				}
+				dir, name, err := target(tx, dst, baseName(src))
+				if err != nil {
+					return nil, err
+				}
+				if err := checkNotInside(tx, at, dir, name); err != nil {
+					return nil, err
+				}
+				to, err := tx.PathOf(dir)
+				if err != nil {
+					return nil, err
+				}
+				r := copyResult{From: src, To: strings.TrimSuffix(to, "/") + "/" + name}
+				return r, copyNode(tx, at, dir, name, &r)
+			})
+		}),
+	}
+	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy directories and their content")
+	return c
+}
+
+// checkNotInside refuses a copy of a directory into itself or below it,
+// and a copy of a file onto itself.
+func checkNotInside(tx *vfs.Tx, src vfs.Attr, dir vfs.Ino, name string) error {
+	if cur, err := tx.Lookup(dir, name); err == nil && cur.Ino == src.Ino {
+		return invalidf("cp", "source and destination are the same file")
+	}
+	if src.Type != vfs.TypeDir {
+		return nil
+	}
+	sp, err := tx.PathOf(src.Ino)
+	if err != nil {
+		return err
+	}
+	dp, err := tx.PathOf(dir)
+	if err != nil {
+		return err
+	}
+	if dp == sp || strings.HasPrefix(dp, strings.TrimSuffix(sp, "/")+"/") {
+		return invalidf("cp", "cannot copy a directory into itself")
+	}
+	return nil
+}
+
+// copyNode copies the inode at (and below it) to dir/name.
+func copyNode(tx *vfs.Tx, at vfs.Attr, dir vfs.Ino, name string, r *copyResult) error {
+	cur, err := tx.Lookup(dir, name)
+	exists := err == nil
+	if err != nil && !errs.Is(err, errs.NotFound) {
+		return err
+	}
+	if exists && (cur.Type == vfs.TypeDir) != (at.Type == vfs.TypeDir) {
+		if cur.Type == vfs.TypeDir {
+			return errs.E("cp", name, syscall.EISDIR)
+		}
+		return errs.E("cp", name, syscall.ENOTDIR)
+	}
+	if exists && cur.Type != vfs.TypeDir && (cur.Type != vfs.TypeFile || at.Type != vfs.TypeFile) {
+		if err := tx.Unlink(dir, name); err != nil {
+			return err
+		}
+		exists = false
+	}
+	switch at.Type {
+	case vfs.TypeDir:
+		r.Dirs++
+		if !exists {
+			if cur, err = tx.Mkdir(dir, name, at.Mode, 0, 0); err != nil {
+				return err
+			}
+		}
+		ents, err := tx.ReadDir(at.Ino)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			cat, err := tx.GetAttr(e.Ino)
+			if err != nil {
+				return err
+			}
+			if err := copyNode(tx, cat, cur.Ino, e.Name, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	case vfs.TypeFile:
+		r.Files++
+		if !exists {
+			if cur, err = tx.Create(dir, name, at.Mode, 0, 0); err != nil {
+				return err
+			}
+		}
+		mode, size := at.Mode, at.Size
+		if _, err := tx.SetAttr(cur.Ino, vfs.SetAttr{Mode: &mode, Size: &size}); err != nil {
+			return err
+		}
+		buf := make([]byte, min(ioStep, max(int64(at.Size), 1)))
+		for off := int64(0); off < int64(at.Size); {
+			n, err := tx.Read(at.Ino, off, buf)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+			if _, err := tx.Write(cur.Ino, off, buf[:n]); err != nil {
+				return err
+			}
+			off += int64(n)
+		}
+		r.Bytes += int64(at.Size)
+		return nil
+	case vfs.TypeSymlink:
+		r.Symlinks++
+		t, err := tx.Readlink(at.Ino)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Symlink(dir, name, t, 0, 0)
+		return err
+	default:
+		r.Files++
+		_, err := tx.Mknod(dir, name, vfs.NewNode{Type: at.Type, Mode: at.Mode, Rdev: at.Rdev})
+		return err
+	}
+}
+
+type moveResult struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+func (r moveResult) human(io.Writer) {}
+
+func (a *app) mvCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "mv SRC DST",
+		Short: "Move or rename a file or directory inside the vault",
+		Long: `Move SRC to DST, or into DST when DST is a directory. An existing file at the
+destination is replaced; a directory only by moving into it. O(1): nothing
+is copied.`,
+		Args: exactArgs(2),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			return a.update(func(tx *vfs.Tx) (any, error) {
+				src, err := vfs.CleanPath(args[0])
+				if err != nil {
+					return nil, err
+				}
+				dst, err := vfs.CleanPath(args[1])
+				if err != nil {
+					return nil, err
+				}
+				odir, oname, err := tx.ResolveParent(src)
+				if err != nil {
+					return nil, err
+				}
+				if _, err := tx.Lookup(odir, oname); err != nil {
+					return nil, err
+				}
+				ndir, nname, err := target(tx, dst, oname)
+				if err != nil {
+					return nil, err
+				}
+				if err := tx.Rename(odir, oname, ndir, nname, 0); err != nil {
+					return nil, err
+				}
+				to, err := tx.PathOf(ndir)
+				return moveResult{From: src, To: strings.TrimSuffix(to, "/") + "/" + nname}, err
+			})
+		}),
+	}
+}
+
+type linkResult struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
+	Type   string `json:"type"` // "symlink" or "hardlink"
+}
+
+func (r linkResult) human(io.Writer) {}
+
+func (a *app) lnCmd() *cobra.Command {
+	var symbolic bool
+	c := &cobra.Command{
+		Use:   "ln TARGET PATH",
+		Short: "Make a hard link, or with -s a symbolic link, in the vault",
+		Long: `Make PATH (or PATH/name of TARGET, when PATH is a directory) a new name for
+TARGET. With -s PATH becomes a symbolic link whose text is TARGET, stored
+as given; it resolves inside the vault, never on the host. Without -s,
+TARGET must exist and not be a directory.`,
+		Args: exactArgs(2),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			return a.update(func(tx *vfs.Tx) (any, error) {
+				p, err := vfs.CleanPath(args[1])
+				if err != nil {
+					return nil, err
+				}
+				r := linkResult{Target: args[0], Type: "hardlink"}
+				name := args[0]
+				if i := strings.LastIndexByte(strings.TrimRight(name, "/"), '/'); i >= 0 {
+					name = strings.TrimRight(name, "/")[i+1:]
+				}
+				var at vfs.Attr
+				if !symbolic {
+					if r.Target, err = vfs.CleanPath(args[0]); err != nil {
+						return nil, err
+					}
+					if at, err = tx.Resolve(r.Target, false); err != nil {
+						return nil, err
+					}
+					name = baseName(r.Target)
+				}
+				dir, lname, err := target(tx, p, name)
+				if err != nil {
+					return nil, err
+				}
+				if symbolic {
+					r.Type = "symlink"
+					if strings.ContainsRune(args[0], 0) || args[0] == "" {
+						return nil, invalidf("ln", "invalid symlink target %q", args[0])
+					}
+					_, err = tx.Symlink(dir, lname, args[0], 0, 0)
+				} else {
+					_, err = tx.Link(at.Ino, dir, lname)
+				}
+				if err != nil {
+					return nil, err
+				}
+				d, err := tx.PathOf(dir)
+				r.Path = strings.TrimSuffix(d, "/") + "/" + lname
+				return r, err
+			})
+		}),
+	}
+	c.Flags().BoolVarP(&symbolic, "symbolic", "s", false, "make a symbolic link")
+	return c
+}
+
+type chmodResult struct {
+	Path     string `json:"path"`
+	Mode     string `json:"mode"`
+	Previous string `json:"previous_mode"`
+}
+
+func (r chmodResult) human(io.Writer) {}
+
+func (a *app) chmodCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "chmod MODE PATH",
+		Short: "Change the permission bits of a file in the vault",
+		Long: `Set the permission bits of PATH (a symlink is followed) to MODE: octal, as
+0644 or 755, or symbolic, as u+x, go-w or a=rX (comma-separated clauses;
+no umask applies).`,
+		Args: exactArgs(2),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			return a.update(func(tx *vfs.Tx) (any, error) {
+				clean, err := vfs.CleanPath(args[1])
+				if err != nil {
+					return nil, err
+				}
+				at, err := tx.Resolve(clean, true)
+				if err != nil {
+					return nil, err
+				}
+				mode, err := parseMode(args[0], at.Mode, at.Type == vfs.TypeDir)
+				if err != nil {
+					return nil, err
+				}
+				if _, err := tx.SetAttr(at.Ino, vfs.SetAttr{Mode: &mode}); err != nil {
+					return nil, err
+				}
+				return chmodResult{Path: clean, Mode: octal(mode), Previous: octal(at.Mode)}, nil
+			})
+		}),
+	}
+}

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
+)
+
+// TestMain makes the test binary double as the avfs command, so scripts
+// run `avfs ...` as a real process.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"avfs": func() {
+			os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
+	})
+}
+
+// TestScripts runs testdata/script/*.txtar, each in its own $AVFS_HOME.
+func TestScripts(t *testing.T) {
+	t.Parallel()
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("AVFS_HOME", filepath.Join(env.WorkDir, "home"))
+			env.Setenv("AVFS_VAULT", "")
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"mkfile":   cmdMkfile,
+			"hardlink": cmdHardlink,
+			"samefile": cmdSamefile,
+			"mtime":    cmdMtime,
+			"perm":     cmdPerm,
+		},
+	})
+}
+
+// mkfile PATH SIZE writes SIZE bytes of repeatable pseudo-random data.
+func cmdMkfile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: mkfile PATH SIZE")
+	}
+	size, err := strconv.ParseInt(args[1], 10, 64)
+	ts.Check(err)
+	f, err := os.Create(ts.MkAbs(args[0]))
+	ts.Check(err)
+	defer f.Close()
+	r := rand.New(rand.NewPCG(uint64(size), 7))
+	buf := make([]byte, 1<<16)
+	for size > 0 {
+		for i := range buf {
+			buf[i] = byte(r.Uint32())
+		}
+		n := min(size, int64(len(buf)))
+		_, err := f.Write(buf[:n])
+		ts.Check(err)
+		size -= n
+	}
+}
+
+// hardlink OLD NEW makes a hard link on the host.
+func cmdHardlink(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: hardlink OLD NEW")
+	}
+	ts.Check(os.Link(ts.MkAbs(args[0]), ts.MkAbs(args[1])))
+}
+
+// samefile A B checks that two host paths are one inode (! negates).
+func cmdSamefile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: samefile A B")
+	}
+	a, err := os.Lstat(ts.MkAbs(args[0]))
+	ts.Check(err)
+	b, err := os.Lstat(ts.MkAbs(args[1]))
+	ts.Check(err)
+	if os.SameFile(a, b) == neg {
+		ts.Fatalf("samefile %s %s: %v", args[0], args[1], !neg)
+	}
+}
+
+// mtime PATH [RFC3339] sets a host file's mtime (without following a
+// symlink), or checks it when the time is prefixed with "=".
+func cmdMtime(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: mtime PATH [=]TIME")
+	}
+	p := ts.MkAbs(args[0])
+	check := args[1][0] == '='
+	want, err := time.Parse(time.RFC3339Nano, args[1][map[bool]int{true: 1}[check]:])
+	ts.Check(err)
+	if !check {
+		t := unix.NsecToTimespec(want.UnixNano())
+		ts.Check(unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW))
+		return
+	}
+	fi, err := os.Lstat(p)
+	ts.Check(err)
+	if fi.ModTime().Equal(want) == neg {
+		ts.Fatalf("mtime of %s is %s, want %s", args[0], fi.ModTime().UTC().Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+	}
+}
+
+// perm PATH MODE checks a host file's permission bits (octal).
+func cmdPerm(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: perm PATH MODE")
+	}
+	fi, err := os.Lstat(ts.MkAbs(args[0]))
+	ts.Check(err)
+	got := fmt.Sprintf("%04o", uint32(fi.Mode().Perm())|specialBits(fi.Mode()))
+	if (got == args[1]) == neg {
+		ts.Fatalf("mode of %s is %s, want %s", args[0], got, args[1])
+	}
+}

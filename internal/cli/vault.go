@@ -1,0 +1,411 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+func (a *app) vaultCmd() *cobra.Command {
+	return a.group("vault", "Create, list, inspect, fork, select and delete vaults",
+		a.vaultCreateCmd(), a.vaultListCmd(), a.vaultInfoCmd(), a.vaultUseCmd(),
+		a.vaultForkCmd(), a.vaultDeleteCmd())
+}
+
+// vaultInfo is the JSON of vault create, info and use.
+type vaultInfo struct {
+	Name          string    `json:"name"`
+	VaultID       string    `json:"vault_id"`
+	Backend       string    `json:"backend"`
+	Path          string    `json:"path"`
+	FormatVersion int       `json:"format_version"`
+	CreatedAt     time.Time `json:"created_at"`
+	Current       bool      `json:"current"`
+	Parent        *string   `json:"parent"` // null unless a fork
+	Forks         []string  `json:"forks"`
+	Checkpoints   int       `json:"checkpoints"`
+	Usage         vfs.Usage `json:"usage"`
+	Quota         vfs.Quota `json:"quota"`
+	FileSize      int64     `json:"file_size"` // bytes of the vault file on disk
+}
+
+func (r vaultInfo) human(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "name\t%s\n", r.Name)
+	fmt.Fprintf(tw, "backend\t%s\n", r.Backend)
+	fmt.Fprintf(tw, "path\t%s\n", r.Path)
+	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.Format(time.RFC3339))
+	fmt.Fprintf(tw, "current\t%v\n", r.Current)
+	if r.Parent != nil {
+		fmt.Fprintf(tw, "fork of\t%s\n", *r.Parent)
+	}
+	if len(r.Forks) > 0 {
+		fmt.Fprintf(tw, "forks\t%s\n", strings.Join(r.Forks, ", "))
+	}
+	fmt.Fprintf(tw, "checkpoints\t%d\n", r.Checkpoints)
+	fmt.Fprintf(tw, "usage\t%s in %d files\n", sizeString(r.Usage.Bytes), r.Usage.Files)
+	fmt.Fprintf(tw, "quota\t%s\n", quotaString(r.Quota))
+	fmt.Fprintf(tw, "file size\t%s\n", sizeString(r.FileSize))
+	tw.Flush()
+}
+
+func describe(h *registry.Home, v *vfs.Vault) (vaultInfo, error) {
+	info, err := h.Describe(v)
+	if err != nil {
+		return vaultInfo{}, err
+	}
+	r := vaultInfo{Name: info.Name, VaultID: info.ID, Backend: info.Backend, Path: info.Path,
+		FormatVersion: info.FormatVersion, CreatedAt: utc(info.CreatedAt), Current: info.Current}
+	if info.Parent != "" {
+		r.Parent = &info.Parent
+	}
+	if r.Forks, err = h.LiveForks(v); err != nil {
+		return r, err
+	}
+	if r.Forks == nil {
+		r.Forks = []string{}
+	}
+	cps, err := v.Checkpoints()
+	if err != nil {
+		return r, err
+	}
+	r.Checkpoints = len(cps)
+	err = v.View(func(tx *vfs.Tx) (err error) {
+		if r.Usage, err = tx.Usage(); err != nil {
+			return err
+		}
+		r.Quota, err = tx.Quota()
+		return err
+	})
+	r.FileSize = fileSize(r.Path)
+	return r, err
+}
+
+// fileSize is the size of a vault file with the engine's side files.
+func fileSize(path string) int64 {
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+func (a *app) vaultCreateCmd() *cobra.Command {
+	var backend string
+	var use bool
+	var q vfs.Quota
+	c := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create an empty vault",
+		Long: `Create an empty vault NAME: one file under $AVFS_HOME/vaults. Names are 1-64
+characters of A-Z a-z 0-9 _ - and do not start with -. Quotas of 0 mean
+unlimited and can be changed later with ` + "`avfs quota set`.",
+		Args: exactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			if q.MaxSizeMB < 0 || q.MaxFiles < 0 || q.MaxFileSizeMB < 0 {
+				return nil, invalidf("vault create", "quota values must be 0 (unlimited) or positive")
+			}
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			v, err := h.Create(args[0], registry.CreateOptions{Engine: backend, Quota: q})
+			if err != nil {
+				return nil, err
+			}
+			defer v.Close()
+			if use {
+				if err := h.Use(args[0]); err != nil {
+					return nil, err
+				}
+			}
+			return describe(h, v)
+		}),
+	}
+	f := c.Flags()
+	f.StringVar(&backend, "backend", engines.Default, "storage engine: "+strings.Join(engines.Names(), ", "))
+	f.BoolVar(&use, "use", false, "make the new vault the current vault")
+	f.Int64Var(&q.MaxSizeMB, "max-size-mb", 0, "quota: total size of file data, in MiB")
+	f.Int64Var(&q.MaxFiles, "max-files", 0, "quota: number of files, directories and links")
+	f.Int64Var(&q.MaxFileSizeMB, "max-file-size-mb", 0, "quota: size of one file, in MiB")
+	_ = c.RegisterFlagCompletionFunc("backend", cobra.FixedCompletions(engines.Names(), cobra.ShellCompDirectiveNoFileComp))
+	return c
+}
+
+// vaultListEntry is one vault of vault list. A vault that cannot be
+// opened is listed with its error rather than failing the whole list.
+type vaultListEntry struct {
+	Name          string     `json:"name"`
+	VaultID       string     `json:"vault_id,omitempty"`
+	Backend       string     `json:"backend"`
+	Path          string     `json:"path"`
+	FormatVersion int        `json:"format_version,omitempty"`
+	CreatedAt     *time.Time `json:"created_at,omitempty"`
+	Current       bool       `json:"current"`
+	Parent        *string    `json:"parent"`
+	Error         errs.Kind  `json:"error,omitempty"`
+	Message       string     `json:"message,omitempty"`
+}
+
+type vaultList struct {
+	Vaults  []vaultListEntry `json:"vaults"`
+	Current *string          `json:"current"`
+}
+
+func (r vaultList) human(w io.Writer) {
+	if len(r.Vaults) == 0 {
+		fmt.Fprintln(w, "no vaults; create one with `avfs vault create NAME`")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, v := range r.Vaults {
+		mark := " "
+		if v.Current {
+			mark = "*"
+		}
+		note := ""
+		switch {
+		case v.Error != "":
+			note = fmt.Sprintf("%s: %s", v.Error, v.Message)
+		case v.Parent != nil:
+			note = "fork of " + *v.Parent
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\n", mark, v.Name, v.Backend, note)
+	}
+	tw.Flush()
+}
+
+func (a *app) vaultListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the vaults of the home; * marks the current one",
+		Args:    exactArgs(0),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			names, err := vaultNames(h)
+			if err != nil {
+				return nil, err
+			}
+			r := vaultList{Vaults: []vaultListEntry{}}
+			if cur, err := h.Current(); err == nil {
+				r.Current = &cur
+			}
+			for _, name := range names {
+				r.Vaults = append(r.Vaults, listEntry(h, name, r.Current))
+			}
+			return r, nil
+		}),
+	}
+}
+
+func listEntry(h *registry.Home, name string, current *string) vaultListEntry {
+	e := vaultListEntry{Name: name, Path: h.Path(name), Current: current != nil && *current == name}
+	v, err := h.Open(name)
+	var info registry.Info
+	if err == nil {
+		info, err = h.Describe(v)
+		v.Close()
+	}
+	if err != nil {
+		e.Error = errs.KindOf(err)
+		e.Message, _ = message(err)
+		return e
+	}
+	created := utc(info.CreatedAt)
+	e.VaultID, e.Backend, e.FormatVersion, e.CreatedAt = info.ID, info.Backend, info.FormatVersion, &created
+	if info.Parent != "" {
+		e.Parent = &info.Parent
+	}
+	return e
+}
+
+func (a *app) vaultInfoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "info [NAME]",
+		Short: "Describe a vault (default: the selected one)",
+		Args:  rangeArgs(0, 1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, v, err := a.openVault(argOr(args, 0, ""))
+			if err != nil {
+				return nil, err
+			}
+			defer v.Close()
+			return describe(h, v)
+		}),
+		ValidArgsFunction: a.completeVaults,
+	}
+}
+
+func argOr(args []string, i int, def string) string {
+	if i < len(args) {
+		return args[i]
+	}
+	return def
+}
+
+func (a *app) vaultUseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "use NAME",
+		Short: "Make NAME the current vault",
+		Long: `Make NAME the current vault: the one commands work on when neither --vault
+nor $AVFS_VAULT names another.`,
+		Args: exactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			v, err := h.Open(args[0])
+			if err != nil {
+				return nil, err
+			}
+			defer v.Close()
+			if err := h.Use(args[0]); err != nil {
+				return nil, err
+			}
+			return describe(h, v)
+		}),
+		ValidArgsFunction: a.completeVaults,
+	}
+}
+
+type forkResult struct {
+	Source     string  `json:"source"`
+	Name       string  `json:"name"`
+	VaultID    string  `json:"vault_id"`
+	Path       string  `json:"path"`
+	Backend    string  `json:"backend"`
+	Current    bool    `json:"current"`
+	DurationMS float64 `json:"duration_ms"`
+}
+
+func (r forkResult) human(w io.Writer) {
+	fmt.Fprintf(w, "forked %s into %s in %.1f ms\n", r.Source, r.Name, r.DurationMS)
+	if r.Current {
+		fmt.Fprintf(w, "%s is now the current vault\n", r.Name)
+	}
+}
+
+func (a *app) vaultForkCmd() *cobra.Command {
+	var use bool
+	c := &cobra.Command{
+		Use:   "fork SOURCE NAME",
+		Short: "Fork vault SOURCE into a new vault NAME, in O(1)",
+		Long: `Fork vault SOURCE into a new vault NAME. Nothing is copied: the fork stands
+on SOURCE's frozen layers, so it costs milliseconds whatever SOURCE holds.
+SOURCE cannot be deleted while forks stand on it.`,
+		Args: exactArgs(2),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			v, err := h.Fork(args[0], args[1])
+			took := time.Since(start)
+			if err != nil {
+				return nil, err
+			}
+			defer v.Close()
+			if use {
+				if err := h.Use(args[1]); err != nil {
+					return nil, err
+				}
+			}
+			return forkResult{Source: args[0], Name: args[1], VaultID: v.ID(), Path: v.Engine().Path(),
+				Backend: v.Engine().Name(), Current: use, DurationMS: ms(took)}, nil
+		}),
+		ValidArgsFunction: a.completeVaults,
+	}
+	c.Flags().BoolVar(&use, "use", false, "make the fork the current vault")
+	return c
+}
+
+type deleteResult struct {
+	Name        string `json:"name"`
+	Path        string `json:"path"`
+	Deleted     bool   `json:"deleted"`
+	Checkpoints int    `json:"checkpoints"`
+	FileSize    int64  `json:"file_size"`
+}
+
+func (r deleteResult) human(w io.Writer) {
+	fmt.Fprintf(w, "deleted vault %s (%s, %d checkpoints)\n", r.Name, sizeString(r.FileSize), r.Checkpoints)
+}
+
+func (a *app) vaultDeleteCmd() *cobra.Command {
+	var yes bool
+	c := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a vault and all its checkpoints (needs --yes)",
+		Long: `Delete vault NAME: its file, every checkpoint in it, and nothing else.
+
+Without --yes nothing is deleted: on a terminal avfs says what would go; in
+every case the command fails with ConfirmationRequired (exit code 13), so a
+script that forgot --yes never deletes by accident. A vault that forks stand
+on is refused with VaultHasForks, naming them: delete the forks first.`,
+		Args: exactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			name := args[0]
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			v, err := h.Open(name)
+			if err != nil {
+				return nil, err
+			}
+			r := deleteResult{Name: name, Path: v.Engine().Path(), FileSize: fileSize(v.Engine().Path())}
+			cps, err := v.Checkpoints()
+			forks, ferr := h.LiveForks(v)
+			v.Close()
+			if err != nil {
+				return nil, err
+			}
+			if ferr != nil {
+				return nil, ferr
+			}
+			r.Checkpoints = len(cps)
+			if len(forks) > 0 {
+				return nil, &errs.Error{Kind: errs.VaultHasForks, Op: "vault delete", Vault: name,
+					Err:   fmt.Errorf("vault %q has forks: %s", name, strings.Join(forks, ", ")),
+					Hint:  "delete the forks first",
+					Extra: map[string]any{"forks": forks}}
+			}
+			if !yes {
+				if !a.jsonOut && a.env.IsTerminal(a.env.Stdin) {
+					fmt.Fprintf(a.env.Stderr, "would delete vault %s:\n  file         %s (%s)\n  checkpoints  %d\n",
+						name, r.Path, sizeString(r.FileSize), r.Checkpoints)
+				}
+				return nil, &errs.Error{Kind: KindConfirmationRequired, Op: "vault delete", Vault: name,
+					Err:   fmt.Errorf("not deleted without --yes (%s, %d checkpoints would go)", sizeString(r.FileSize), r.Checkpoints),
+					Hint:  "run again with --yes to delete it",
+					Extra: map[string]any{"would_delete": r}}
+			}
+			if err := h.Delete(name); err != nil {
+				return nil, err
+			}
+			r.Deleted = true
+			return r, nil
+		}),
+		ValidArgsFunction: a.completeVaults,
+	}
+	c.Flags().BoolVarP(&yes, "yes", "y", false, "really delete")
+	return c
+}

@@ -1,0 +1,161 @@
+// Package engines is the one place that knows every kv engine: it creates
+// vault files with a named engine, recognises which engine wrote a file,
+// and opens it.
+//
+// A file is opened at most once per process. Create and Open return
+// handles to one shared, reference-counted engine per file (identified by
+// device and inode, so two paths to one file share it too). Two engines on
+// one file in one process would fight over its locks (bbolt's flock would
+// even block the second one), and would waste a connection pool and a page
+// cache each. Every returned handle must be closed; the file is released
+// when the last one is.
+package engines
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/kv/bolt"
+	"github.com/agentvfs/agentvfs/internal/kv/mem"
+	"github.com/agentvfs/agentvfs/internal/kv/sqlite"
+)
+
+// Default is the engine new vaults get unless the user picks another.
+const Default = sqlite.Name
+
+// engine is one registered file engine.
+type engine struct {
+	name string
+	// detect returns nil when f is this engine's file, an error wrapping
+	// kv.ErrForeign when it is not, and one wrapping kv.ErrCorrupt when
+	// it is but is damaged.
+	detect func(f *os.File) error
+	create func(path string) (kv.Engine, error)
+	open   func(path string) (kv.Engine, error)
+}
+
+// all lists the file engines, in the order Detect tries them. Adding an
+// engine means adding it here and nowhere else.
+var all = []engine{
+	{
+		name:   sqlite.Name,
+		detect: sqlite.Detect,
+		create: func(p string) (kv.Engine, error) { return sqlite.Create(p, nil) },
+		open:   func(p string) (kv.Engine, error) { return sqlite.Open(p, nil) },
+	},
+	{
+		name:   bolt.Name,
+		detect: bolt.Detect,
+		create: func(p string) (kv.Engine, error) { return bolt.Create(p, nil) },
+		open:   func(p string) (kv.Engine, error) { return bolt.Open(p, nil) },
+	},
+}
+
+// Names lists the file engines a vault can be created with.
+func Names() []string {
+	names := make([]string, len(all))
+	for i, e := range all {
+		names[i] = e.name
+	}
+	return names
+}
+
+func lookup(name string) (engine, bool) {
+	for _, e := range all {
+		if e.name == name {
+			return e, true
+		}
+	}
+	return engine{}, false
+}
+
+// NewMemory returns a new, empty in-memory engine (not shared: each call
+// is a separate store).
+func NewMemory() kv.Engine { return mem.New() }
+
+// Create makes a new vault file at path (mode 0600) with the named engine
+// and returns a handle to it. It fails with an error wrapping os.ErrExist
+// when path exists, and with an error naming the known engines when name
+// is not one of them.
+func Create(path, name string) (kv.Engine, error) {
+	e, ok := lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("kv: unknown engine %q (known: %q)", name, Names())
+	}
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	eng, err := e.create(path)
+	if err != nil {
+		return nil, err
+	}
+	id, err := fileID(eng.Path())
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return reg.add(id, eng), nil
+}
+
+// Open opens the vault file at path with whichever engine wrote it. The
+// errors are those of Detect, plus the engine's own (kv.ErrBusy when
+// another process holds the file, kv.ErrCorrupt for damage found late).
+func Open(path string) (kv.Engine, error) {
+	id, err := fileID(path)
+	if err != nil {
+		return nil, err
+	}
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if h := reg.share(id); h != nil {
+		return h, nil
+	}
+	name, err := Detect(path)
+	if err != nil {
+		return nil, err
+	}
+	e, _ := lookup(name)
+	eng, err := e.open(path)
+	if err != nil {
+		return nil, err
+	}
+	return reg.add(id, eng), nil
+}
+
+// Detect names the engine that wrote the file at path, from its first
+// bytes. It returns an error wrapping os.ErrNotExist when there is no such
+// file, kv.ErrForeign for any other file (an empty one included), and
+// kv.ErrCorrupt when the file starts with a known engine's magic but is
+// truncated or damaged.
+func Detect(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: %w: not a regular file", path, kv.ErrForeign)
+	}
+	for _, e := range all {
+		err := e.detect(f)
+		switch {
+		case err == nil:
+			return e.name, nil
+		case errors.Is(err, kv.ErrForeign):
+			// Another program's file of this format ("SQLite database
+			// without our application_id") says more than the generic
+			// message below.
+			if err != kv.ErrForeign {
+				return "", fmt.Errorf("%s: %w", path, err)
+			}
+		default:
+			return "", fmt.Errorf("%s: %s: %w", path, e.name, err)
+		}
+	}
+	return "", fmt.Errorf("%s: %w", path, kv.ErrForeign)
+}

@@ -1,0 +1,89 @@
+// Package kv is the one small storage interface under every avfs vault: an
+// ordered, transactional key-value store kept in a single file.
+//
+// Every engine (SQLite, bbolt, in-memory) implements Engine, and the same
+// conformance suite (package kvtest) runs against each of them. Nothing above
+// this package knows which engine holds a vault.
+package kv
+
+import (
+	"errors"
+)
+
+// Sentinel errors shared by every engine. Engines wrap them, so callers test
+// with errors.Is.
+var (
+	// ErrNotFound is returned by Tx.Get when the key is absent. It is never
+	// wrapped by engines, so the hot path can compare it directly.
+	ErrNotFound = errors.New("kv: key not found")
+	// ErrReadOnly is returned by Put and Delete inside a View transaction.
+	ErrReadOnly = errors.New("kv: write in a read-only transaction")
+	// ErrClosed is returned by every call on a closed engine.
+	ErrClosed = errors.New("kv: engine closed")
+	// ErrForeign means the file exists but is not a database of a known engine.
+	ErrForeign = errors.New("kv: not a database file of a known engine")
+	// ErrCorrupt means the file claims to be a known engine's database but
+	// cannot be read as one (truncated, overwritten, damaged).
+	ErrCorrupt = errors.New("kv: database file is corrupt")
+	// ErrBusy means another writer held the database for longer than the
+	// engine's busy timeout.
+	ErrBusy = errors.New("kv: database is locked by another writer")
+	// ErrEmptyKey is returned by Put for a zero-length key.
+	ErrEmptyKey = errors.New("kv: empty key")
+)
+
+// Engine is an ordered key-value store in one file.
+//
+// Write transactions are serialized: within a process by the engine, across
+// processes by the engine's file locking. A write transaction is atomic and
+// durable once Update returns nil; a crash at any point leaves either all or
+// none of it. Read transactions see a consistent snapshot.
+type Engine interface {
+	// View runs fn in a read-only transaction. Put and Delete inside it
+	// return ErrReadOnly. The error fn returns is returned unchanged.
+	View(fn func(Tx) error) error
+	// Update runs fn in a read-write transaction and commits it when fn
+	// returns nil; when fn returns an error (or panics) nothing of it is kept
+	// and that error is returned unchanged. A commit failure returns an error
+	// wrapping ErrBusy when another writer held the file for too long.
+	Update(fn func(Tx) error) error
+	// Name is the engine's registered name ("sqlite", "bolt", "mem").
+	Name() string
+	// Path is the file the engine stores into ("" for memory engines).
+	Path() string
+	// Close releases the file. Calls after Close return ErrClosed.
+	Close() error
+}
+
+// Tx is one transaction. It must not be used after the View or Update call
+// that created it has returned, nor from more than one goroutine at a time.
+type Tx interface {
+	// Get returns the value stored under key, or ErrNotFound (unwrapped). The
+	// returned slice is only valid until the transaction ends; copy it to keep it.
+	Get(key []byte) ([]byte, error)
+	// Scan calls fn for every key k with start <= k < end, in ascending byte
+	// order. A nil end means no upper bound. fn returns false to stop early;
+	// an error from fn stops the scan and is returned. The slices passed to fn
+	// are only valid during that call. Writes made by fn during the scan are
+	// not allowed.
+	Scan(start, end []byte, fn func(key, value []byte) (bool, error)) error
+	// Put stores value under key, replacing any previous value. Keys must not
+	// be empty (ErrEmptyKey); values may be empty.
+	Put(key, value []byte) error
+	// Delete removes key; deleting an absent key is not an error.
+	Delete(key []byte) error
+}
+
+// PrefixEnd returns the smallest key greater than every key that starts with
+// prefix, for use as Scan's end bound; nil when no such key exists (a prefix
+// of only 0xff bytes).
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,440 @@
+// Package registry keeps the vaults of one avfs home: the directory
+// $AVFS_HOME (default ~/.avfs) with a file per vault under vaults/ and a
+// pointer to the current vault. It validates names, creates vault files
+// atomically, opens forks together with their parents, and refuses to
+// delete a vault that other vaults stand on.
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Ext is the file name extension of vault files.
+const Ext = ".avfs"
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+
+// CheckName validates a vault name: 1–64 characters of [A-Za-z0-9_-], not
+// starting with '-'.
+func CheckName(name string) error {
+	if !validName.MatchString(name) {
+		return &errs.Error{Kind: errs.InvalidInput, Vault: name, Op: "vault name",
+			Err:  fmt.Errorf("invalid vault name %q", name),
+			Hint: "use 1-64 characters of A-Z a-z 0-9 _ -, not starting with -"}
+	}
+	return nil
+}
+
+// Home is an avfs home directory.
+type Home struct {
+	Dir string
+}
+
+// DefaultDir is $AVFS_HOME, else ~/.avfs.
+func DefaultDir() (string, error) {
+	if d := os.Getenv("AVFS_HOME"); d != "" {
+		return d, nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", &errs.Error{Kind: errs.IoError, Op: "home", Err: err, Hint: "set AVFS_HOME"}
+	}
+	return filepath.Join(h, ".avfs"), nil
+}
+
+// Open opens (creating if needed) the home at dir, with mode 0700.
+func Open(dir string) (*Home, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, &errs.Error{Kind: errs.IoError, Op: "home", Path: dir, Err: err}
+	}
+	for _, d := range []string{abs, filepath.Join(abs, "vaults")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, &errs.Error{Kind: errs.IoError, Op: "home", Path: d, Err: err}
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, &errs.Error{Kind: errs.IoError, Op: "home", Path: d, Err: err}
+		}
+	}
+	return &Home{Dir: abs}, nil
+}
+
+// Path is the file of vault name.
+func (h *Home) Path(name string) string {
+	return filepath.Join(h.Dir, "vaults", name+Ext)
+}
+
+func (h *Home) exists(name string) bool {
+	_, err := os.Stat(h.Path(name))
+	return err == nil
+}
+
+func notFound(name string) error {
+	return &errs.Error{Kind: errs.VaultNotFound, Vault: name, Err: fmt.Errorf("no vault named %q", name),
+		Hint: "list vaults with `avfs vault list`"}
+}
+
+func vaultExists(name string) error {
+	return &errs.Error{Kind: errs.VaultExists, Vault: name, Err: fmt.Errorf("vault %q already exists", name)}
+}
+
+// CreateOptions are the settings of a new vault.
+type CreateOptions struct {
+	Engine string // engines.Default when empty
+	Quota  vfs.Quota
+}
+
+// Create makes a new, empty vault. The file is built under a temporary
+// name and linked into place, so a crash never leaves a half-made vault
+// under a real name.
+func (h *Home) Create(name string, opts CreateOptions) (*vfs.Vault, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	if opts.Engine == "" {
+		opts.Engine = engines.Default
+	}
+	if !slices.Contains(engines.Names(), opts.Engine) {
+		return nil, &errs.Error{Kind: errs.InvalidInput, Op: "vault create", Vault: name,
+			Err: fmt.Errorf("unknown backend %q (have %s)", opts.Engine, strings.Join(engines.Names(), ", "))}
+	}
+	if h.exists(name) {
+		return nil, vaultExists(name)
+	}
+	err := h.build(name, opts.Engine, func(eng kv.Engine) error {
+		_, err := vfs.Create(eng, name, opts.Quota)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h.Open(name)
+}
+
+// build creates a vault file under a temporary name, lets fill initialise
+// it, and links it into place; VaultExists if the name was taken meanwhile.
+func (h *Home) build(name, engine string, fill func(kv.Engine) error) error {
+	final := h.Path(name)
+	tmp := fmt.Sprintf("%s.tmp-%d-%d", final, os.Getpid(), time.Now().UnixNano())
+	eng, err := engines.Create(tmp, engine)
+	if err != nil {
+		return &errs.Error{Kind: errs.StorageError, Op: "vault create", Vault: name, Err: err}
+	}
+	err = fill(eng)
+	if cerr := eng.Close(); err == nil && cerr != nil {
+		err = &errs.Error{Kind: errs.StorageError, Op: "vault create", Vault: name, Err: cerr}
+	}
+	defer removeVaultFiles(tmp)
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp, final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return vaultExists(name)
+		}
+		return &errs.Error{Kind: errs.IoError, Op: "vault create", Vault: name, Err: err}
+	}
+	return nil
+}
+
+// removeVaultFiles removes a vault file and the engine's side files.
+func removeVaultFiles(path string) error {
+	err := os.Remove(path)
+	for _, side := range []string{"-wal", "-shm", "-journal"} {
+		_ = os.Remove(path + side)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Open opens vault name. A fork's parents are opened with it.
+func (h *Home) Open(name string) (*vfs.Vault, error) {
+	return h.open(name, "")
+}
+
+// open opens name and, when wantID is set, checks it is that vault.
+func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	path := h.Path(name)
+	eng, err := engines.Open(path)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, notFound(name)
+		case errors.Is(err, kv.ErrForeign):
+			return nil, &errs.Error{Kind: errs.CorruptVault, Op: "vault open", Vault: name, Path: path, Err: err,
+				Hint: "this file is not an avfs vault"}
+		}
+		return nil, &errs.Error{Kind: errs.KindOf(wrapEngineErr(err)), Op: "vault open", Vault: name, Path: path, Err: err}
+	}
+	v, err := vfs.Open(eng, func(parent, id string) (*vfs.Vault, error) {
+		p, err := h.open(parent, id)
+		if errs.Is(err, errs.VaultNotFound) {
+			return nil, &errs.Error{Kind: errs.CorruptVault, Vault: name, Err: fmt.Errorf("parent vault %q is missing", parent)}
+		}
+		return p, err
+	})
+	if err != nil {
+		eng.Close()
+		var e *errs.Error
+		if errors.As(err, &e) && e.Vault == "" {
+			e.Vault = name
+		}
+		return nil, err
+	}
+	if wantID != "" && v.ID() != wantID {
+		v.Close()
+		return nil, &errs.Error{Kind: errs.CorruptVault, Vault: name,
+			Err: fmt.Errorf("vault %q was replaced by another vault of the same name", name)}
+	}
+	return v, nil
+}
+
+func wrapEngineErr(err error) error {
+	switch {
+	case errors.Is(err, kv.ErrBusy):
+		return &errs.Error{Kind: errs.VaultLocked, Err: err}
+	case errors.Is(err, kv.ErrCorrupt), errors.Is(err, kv.ErrForeign):
+		return &errs.Error{Kind: errs.CorruptVault, Err: err}
+	}
+	return &errs.Error{Kind: errs.StorageError, Err: err}
+}
+
+// Fork makes dst a fork of src, in the same engine as src. O(1): the
+// fork's file holds only its own layers.
+func (h *Home) Fork(src, dst string) (*vfs.Vault, error) {
+	if err := CheckName(dst); err != nil {
+		return nil, err
+	}
+	parent, err := h.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.Close()
+	if h.exists(dst) {
+		return nil, vaultExists(dst)
+	}
+	// A pin left by a fork that was never finished (or deleted by hand)
+	// would refuse the name: clear it when no such vault exists.
+	if pins, err := parent.Forks(); err == nil {
+		for _, p := range pins {
+			if p.Name == dst {
+				_ = parent.Unpin(dst)
+			}
+		}
+	}
+	err = h.build(dst, parent.Engine().Name(), func(eng kv.Engine) error {
+		return parent.Fork(eng, dst)
+	})
+	if err != nil {
+		if !errs.Is(err, errs.VaultExists) {
+			_ = parent.Unpin(dst)
+		}
+		return nil, err
+	}
+	return h.Open(dst)
+}
+
+// Info describes a vault.
+type Info struct {
+	Name          string    `json:"name"`
+	ID            string    `json:"vault_id"`
+	Backend       string    `json:"backend"`
+	Path          string    `json:"path"`
+	FormatVersion int       `json:"format_version"`
+	CreatedAt     time.Time `json:"created_at"`
+	Current       bool      `json:"current"`
+	Parent        string    `json:"parent,omitempty"`
+}
+
+// Describe returns the Info of an open vault.
+func (h *Home) Describe(v *vfs.Vault) (Info, error) {
+	hdr := v.Header()
+	cur, _ := h.Current()
+	info := Info{Name: v.Name(), ID: hdr.VaultID, Backend: v.Engine().Name(), Path: v.Engine().Path(),
+		FormatVersion: hdr.FormatVersion, CreatedAt: hdr.CreatedAt, Current: cur == v.Name()}
+	parent, _, ok, err := v.Base()
+	if err != nil {
+		return info, err
+	}
+	if ok {
+		info.Parent = parent
+	}
+	return info, nil
+}
+
+// List describes every vault of the home, sorted by name. Files that are
+// not vaults are skipped.
+func (h *Home) List() ([]Info, error) {
+	entries, err := os.ReadDir(filepath.Join(h.Dir, "vaults"))
+	if err != nil {
+		return nil, &errs.Error{Kind: errs.IoError, Op: "vault list", Err: err}
+	}
+	var out []Info
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), Ext)
+		if !ok || CheckName(name) != nil || e.IsDir() {
+			continue
+		}
+		v, err := h.openAlone(name)
+		if err != nil {
+			return nil, err
+		}
+		info, err := h.Describe(v)
+		v.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// openAlone opens a vault without its parents, for reading its own records.
+func (h *Home) openAlone(name string) (*vfs.Vault, error) {
+	eng, err := engines.Open(h.Path(name))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, notFound(name)
+		}
+		return nil, &errs.Error{Kind: errs.KindOf(wrapEngineErr(err)), Op: "vault open", Vault: name, Err: err}
+	}
+	v, err := vfs.Open(eng, nil)
+	if err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return v, nil
+}
+
+// Delete removes vault name. A vault that forks stand on is refused with
+// VaultHasForks naming them: delete (or detach) the forks first. A fork's
+// file goes first and its pin in the parent after, so a crash can leave at
+// most a stale pin, which Compact and Fork clear.
+func (h *Home) Delete(name string) error {
+	v, err := h.openAlone(name)
+	if err != nil {
+		return err
+	}
+	forks, err := h.liveForks(v)
+	if err != nil {
+		v.Close()
+		return err
+	}
+	parent, parentID, isFork, err := v.Base()
+	path := v.Engine().Path()
+	v.Close()
+	if err != nil {
+		return err
+	}
+	if len(forks) > 0 {
+		return &errs.Error{Kind: errs.VaultHasForks, Op: "vault delete", Vault: name,
+			Err:   fmt.Errorf("vault %q has forks: %s", name, strings.Join(forks, ", ")),
+			Hint:  "delete the forks first",
+			Extra: map[string]any{"forks": forks}}
+	}
+	if err := removeVaultFiles(path); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "vault delete", Vault: name, Err: err}
+	}
+	if cur, _ := h.Current(); cur == name {
+		_ = os.Remove(filepath.Join(h.Dir, "current"))
+	}
+	if isFork {
+		if p, err := h.openAlone(parent); err == nil {
+			if p.ID() == parentID {
+				_ = p.Unpin(name)
+			}
+			p.Close()
+		}
+	}
+	return nil
+}
+
+// liveForks returns the names of v's forks whose files exist, and removes
+// pins whose fork is gone.
+func (h *Home) liveForks(v *vfs.Vault) ([]string, error) {
+	pins, err := v.Forks()
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	for _, p := range pins {
+		f, err := h.openAlone(p.Name)
+		if err == nil && f.ID() == p.VaultID {
+			live = append(live, p.Name)
+		} else if errs.Is(err, errs.VaultNotFound) || err == nil {
+			_ = v.Unpin(p.Name)
+		} else {
+			live = append(live, p.Name) // present but unreadable: keep it safe
+		}
+		if f != nil {
+			f.Close()
+		}
+	}
+	return live, nil
+}
+
+// Compact clears stale fork pins, then compacts and garbage-collects vault name.
+func (h *Home) Compact(name string) (vfs.CompactStats, vfs.GCStats, error) {
+	v, err := h.Open(name)
+	if err != nil {
+		return vfs.CompactStats{}, vfs.GCStats{}, err
+	}
+	defer v.Close()
+	if _, err := h.liveForks(v); err != nil {
+		return vfs.CompactStats{}, vfs.GCStats{}, err
+	}
+	cs, err := v.Compact()
+	if err != nil {
+		return cs, vfs.GCStats{}, err
+	}
+	gs, err := v.GC()
+	return cs, gs, err
+}
+
+// Use makes name the current vault.
+func (h *Home) Use(name string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	if !h.exists(name) {
+		return notFound(name)
+	}
+	p := filepath.Join(h.Dir, "current")
+	tmp := fmt.Sprintf("%s.tmp-%d", p, os.Getpid())
+	if err := os.WriteFile(tmp, []byte(name+"\n"), 0o600); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "vault use", Err: err}
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "vault use", Err: err}
+	}
+	return nil
+}
+
+// Current returns the current vault's name, or NoActiveVault.
+func (h *Home) Current() (string, error) {
+	b, err := os.ReadFile(filepath.Join(h.Dir, "current"))
+	name := strings.TrimSpace(string(b))
+	if err != nil || name == "" || CheckName(name) != nil {
+		return "", &errs.Error{Kind: errs.NoActiveVault, Err: errors.New("no current vault"),
+			Hint: "pass --vault NAME, set AVFS_VAULT, or run `avfs vault use NAME`"}
+	}
+	return name, nil
+}

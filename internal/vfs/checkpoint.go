@@ -1,0 +1,303 @@
+package vfs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/kv"
+)
+
+// Checkpoint is a named, frozen state of a vault.
+type Checkpoint struct {
+	Name      string    `json:"name"`
+	Layer     uint64    `json:"layer"`
+	CreatedAt time.Time `json:"created_at"`
+	Message   string    `json:"message,omitempty"`
+	Bytes     int64     `json:"bytes"`
+	Files     int64     `json:"files"`
+}
+
+var checkpointName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+// CheckName validates a checkpoint name: 1–128 characters of
+// [A-Za-z0-9_.-], not starting with '-' or '.'.
+func CheckName(kind, name string) error {
+	if !checkpointName.MatchString(name) {
+		return &errs.Error{Kind: errs.InvalidInput, Path: name,
+			Err: fmt.Errorf("invalid %s name %q: use 1-128 characters of A-Z a-z 0-9 _ . - not starting with - or .", kind, name)}
+	}
+	return nil
+}
+
+func getCheckpoint(kt kv.Tx, name string) (Checkpoint, error) {
+	var cp Checkpoint
+	b, err := kt.Get(checkpointKey(name))
+	if errors.Is(err, kv.ErrNotFound) {
+		return cp, &errs.Error{Kind: errs.CheckpointNotFound, Op: "checkpoint", Path: name,
+			Err: fmt.Errorf("no checkpoint named %q", name)}
+	}
+	if err != nil {
+		return cp, err
+	}
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return cp, corruptf("checkpoint %q: %v", name, err)
+	}
+	return cp, nil
+}
+
+// freezeTop freezes the top layer and puts a new empty one over it, which
+// inherits the usage counters. It returns the frozen layer. O(1).
+func freezeTop(kt kv.Tx, now time.Time) (frozen uint64, rec *layerRecord, err error) {
+	top, err := getU64(kt, metaTop)
+	if err != nil {
+		return 0, nil, err
+	}
+	l, err := getLayer(kt, top)
+	if err != nil {
+		return 0, nil, err
+	}
+	l.Frozen = true
+	if err := kt.Put(layerKey(top), encodeLayer(l)); err != nil {
+		return 0, nil, err
+	}
+	return top, l, newTop(kt, top, l, now)
+}
+
+// newTop starts a new writable layer over parent and makes it the top.
+func newTop(kt kv.Tx, parent uint64, parentRec *layerRecord, now time.Time) error {
+	id, err := getU64(kt, metaNextLayer)
+	if err != nil {
+		return err
+	}
+	rec := layerRecord{Parent: parent, Created: now, Bytes: parentRec.Bytes, Files: parentRec.Files}
+	for _, kvp := range [][2][]byte{
+		{metaKey(metaNextLayer), u64(nil, id+1)},
+		{layerKey(id), encodeLayer(&rec)},
+		{metaKey(metaTop), u64(nil, id)},
+	} {
+		if err := kt.Put(kvp[0], kvp[1]); err != nil {
+			return err
+		}
+	}
+	return bumpTopo(kt)
+}
+
+func bumpTopo(kt kv.Tx) error {
+	topo, err := getU64(kt, metaTopo)
+	if err != nil {
+		return err
+	}
+	return kt.Put(metaKey(metaTopo), u64(nil, topo+1))
+}
+
+// SaveCheckpoint freezes the working state under name (a generated one
+// when name is empty) and goes on in a new top layer. O(1).
+func (v *Vault) SaveCheckpoint(name, message string) (Checkpoint, error) {
+	var cp Checkpoint
+	if name != "" {
+		if err := CheckName("checkpoint", name); err != nil {
+			return cp, err
+		}
+	}
+	err := v.eng.Update(func(kt kv.Tx) error {
+		if name == "" {
+			top, err := getU64(kt, metaTop)
+			if err != nil {
+				return err
+			}
+			name = fmt.Sprintf("cp-%d", top)
+		}
+		if _, err := kt.Get(checkpointKey(name)); err == nil {
+			return &errs.Error{Kind: errs.AlreadyExists, Op: "checkpoint save", Path: name,
+				Err: fmt.Errorf("checkpoint %q already exists", name)}
+		}
+		now := v.now()
+		layer, rec, err := freezeTop(kt, now)
+		if err != nil {
+			return err
+		}
+		cp = Checkpoint{Name: name, Layer: layer, CreatedAt: now.UTC(), Message: message, Bytes: rec.Bytes, Files: rec.Files}
+		b, _ := json.Marshal(cp)
+		return kt.Put(checkpointKey(name), b)
+	})
+	return cp, storageErr("checkpoint save", v.Name(), err)
+}
+
+// Checkpoints lists the vault's checkpoints, oldest first.
+func (v *Vault) Checkpoints() ([]Checkpoint, error) {
+	var out []Checkpoint
+	err := v.eng.View(func(kt kv.Tx) error {
+		prefix := []byte{prefixCheckpoint}
+		return kt.Scan(prefix, kv.PrefixEnd(prefix), func(k, b []byte) (bool, error) {
+			var cp Checkpoint
+			if err := json.Unmarshal(b, &cp); err != nil {
+				return false, corruptf("checkpoint %q: %v", k[1:], err)
+			}
+			out = append(out, cp)
+			return true, nil
+		})
+	})
+	slices.SortFunc(out, func(a, b Checkpoint) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return int(a.Layer) - int(b.Layer)
+	})
+	return out, storageErr("checkpoint list", v.Name(), err)
+}
+
+// GetCheckpoint returns one checkpoint.
+func (v *Vault) GetCheckpoint(name string) (Checkpoint, error) {
+	var cp Checkpoint
+	err := v.eng.View(func(kt kv.Tx) (err error) {
+		cp, err = getCheckpoint(kt, name)
+		return err
+	})
+	return cp, storageErr("checkpoint info", v.Name(), err)
+}
+
+// RestoreCheckpoint makes the named checkpoint the working state again: a
+// new top layer over the checkpoint's layer. Unsaved changes of the old
+// working state are discarded; every checkpoint stays available. O(1).
+func (v *Vault) RestoreCheckpoint(name string) error {
+	err := v.eng.Update(func(kt kv.Tx) error {
+		cp, err := getCheckpoint(kt, name)
+		if err != nil {
+			return err
+		}
+		rec, err := getLayer(kt, cp.Layer)
+		if err != nil {
+			return err
+		}
+		return newTop(kt, cp.Layer, rec, v.now())
+	})
+	return storageErr("checkpoint restore", v.Name(), err)
+}
+
+// DeleteCheckpoint forgets a checkpoint. Its layer stays as long as a later
+// state needs it; compaction merges or drops it once nothing names it.
+func (v *Vault) DeleteCheckpoint(name string) error {
+	err := v.eng.Update(func(kt kv.Tx) error {
+		if _, err := getCheckpoint(kt, name); err != nil {
+			return err
+		}
+		return kt.Delete(checkpointKey(name))
+	})
+	return storageErr("checkpoint delete", v.Name(), err)
+}
+
+// ForkPin is a parent's record of a fork standing on one of its layers.
+type ForkPin struct {
+	Name      string    `json:"name"`
+	VaultID   string    `json:"vault_id"`
+	Layer     uint64    `json:"layer"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Forks lists the forks that stand on this vault.
+func (v *Vault) Forks() ([]ForkPin, error) {
+	var out []ForkPin
+	err := v.eng.View(func(kt kv.Tx) (err error) {
+		out, err = listPins(kt)
+		return err
+	})
+	return out, storageErr("vault forks", v.Name(), err)
+}
+
+func listPins(kt kv.Tx) ([]ForkPin, error) {
+	var out []ForkPin
+	prefix := []byte{prefixPin}
+	err := kt.Scan(prefix, kv.PrefixEnd(prefix), func(k, b []byte) (bool, error) {
+		var p ForkPin
+		if err := json.Unmarshal(b, &p); err != nil {
+			return false, corruptf("fork pin %q: %v", k[1:], err)
+		}
+		out = append(out, p)
+		return true, nil
+	})
+	return out, err
+}
+
+// Fork makes child, a new empty engine, a fork of this vault named
+// childName. The parent's top layer is frozen and pinned for the fork
+// first, so a crash can leave at most an unused pin, never a fork standing
+// on an unpinned layer. O(1): nothing is copied.
+func (v *Vault) Fork(child kv.Engine, childName string) error {
+	var pin ForkPin
+	var rec *layerRecord
+	var nextIno uint64
+	var quota Quota
+	now := v.now()
+	hdr := newHeader(childName, now)
+	err := v.eng.Update(func(kt kv.Tx) error {
+		if _, err := kt.Get(pinKey(childName)); err == nil {
+			return &errs.Error{Kind: errs.VaultExists, Op: "vault fork", Vault: childName,
+				Err: fmt.Errorf("vault %q already has a fork named %q", v.Name(), childName)}
+		}
+		layer, r, err := freezeTop(kt, now)
+		if err != nil {
+			return err
+		}
+		rec = r
+		if nextIno, err = getU64(kt, metaNextIno); err != nil {
+			return err
+		}
+		qb, err := kt.Get(metaKey(metaQuota))
+		if err != nil {
+			return corruptf("quota record: %v", err)
+		}
+		if err := json.Unmarshal(qb, &quota); err != nil {
+			return corruptf("quota record: %v", err)
+		}
+		pin = ForkPin{Name: childName, VaultID: hdr.VaultID, Layer: layer, CreatedAt: now.UTC()}
+		b, _ := json.Marshal(pin)
+		return kt.Put(pinKey(childName), b)
+	})
+	if err != nil {
+		return storageErr("vault fork", v.Name(), err)
+	}
+	base := &forkBase{VaultID: v.ID(), Name: v.Name(), Layer: pin.Layer}
+	first := layerRecord{Created: now, Bytes: rec.Bytes, Files: rec.Files}
+	err = child.Update(func(kt kv.Tx) error {
+		return initFile(kt, hdr, nextIno, 2, quota, base, first)
+	})
+	if err != nil {
+		_ = v.Unpin(childName)
+		return storageErr("vault fork", childName, err)
+	}
+	return nil
+}
+
+// Unpin removes a fork's pin: the fork was deleted or detached. The layer
+// it pinned becomes compactable.
+func (v *Vault) Unpin(forkName string) error {
+	err := v.eng.Update(func(kt kv.Tx) error {
+		return kt.Delete(pinKey(forkName))
+	})
+	return storageErr("vault unpin", v.Name(), err)
+}
+
+// Base returns the parent vault's name and id when this vault is a fork.
+func (v *Vault) Base() (name, id string, ok bool, err error) {
+	err = v.eng.View(func(kt kv.Tx) error {
+		b, err := kt.Get(metaKey(metaBase))
+		if errors.Is(err, kv.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var base forkBase
+		if err := json.Unmarshal(b, &base); err != nil {
+			return corruptf("fork base record: %v", err)
+		}
+		name, id, ok = base.Name, base.VaultID, true
+		return nil
+	})
+	return name, id, ok, storageErr("vault info", v.Name(), err)
+}

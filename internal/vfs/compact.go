@@ -1,0 +1,249 @@
+package vfs
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+)
+
+// CompactStats says what compaction did.
+type CompactStats struct {
+	LayersDropped int `json:"layers_dropped"` // unreachable layers deleted
+	LayersMerged  int `json:"layers_merged"`  // unnamed frozen layers merged into their only child
+	Records       int `json:"records"`        // versioned records moved or deleted
+}
+
+// GCStats says what garbage collection freed.
+type GCStats struct {
+	ChunksKept  int   `json:"chunks_kept"`
+	ChunksFreed int   `json:"chunks_freed"`
+	BytesFreed  int64 `json:"bytes_freed"`
+}
+
+// graph is the layer graph of one file and which layers something names.
+type graph struct {
+	layers   map[uint64]*layerRecord
+	named    map[uint64]bool // the top, checkpoints and fork pins
+	children map[uint64][]uint64
+}
+
+func loadGraph(kt kv.Tx) (*graph, error) {
+	g := &graph{layers: map[uint64]*layerRecord{}, named: map[uint64]bool{}, children: map[uint64][]uint64{}}
+	lp := []byte{prefixLayer}
+	err := kt.Scan(lp, kv.PrefixEnd(lp), func(k, b []byte) (bool, error) {
+		l, err := decodeLayer(b)
+		if err != nil || len(k) != 9 {
+			return false, corruptf("layer record %x is malformed", k)
+		}
+		g.layers[u64From(k[1:])] = l
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	top, err := getU64(kt, metaTop)
+	if err != nil {
+		return nil, err
+	}
+	g.named[top] = true
+	cps, err := listCheckpoints(kt)
+	if err != nil {
+		return nil, err
+	}
+	for _, cp := range cps {
+		g.named[cp.Layer] = true
+	}
+	pins, err := listPins(kt)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pins {
+		g.named[p.Layer] = true
+	}
+	for id, l := range g.layers {
+		if l.Parent != 0 {
+			g.children[l.Parent] = append(g.children[l.Parent], id)
+		}
+	}
+	return g, nil
+}
+
+// reachable returns the layers some named layer's state reads.
+func (g *graph) reachable() map[uint64]bool {
+	seen := map[uint64]bool{}
+	for id := range g.named {
+		for id != 0 && !seen[id] && g.layers[id] != nil {
+			seen[id] = true
+			id = g.layers[id].Parent
+		}
+	}
+	return seen
+}
+
+// Compact drops layers no state can reach (the working states that
+// restores abandoned, checkpoints that were deleted) and merges each frozen
+// layer that nothing names into its only child, so chains stay short. Every
+// step is one transaction: a crash between steps leaves a consistent vault.
+func (v *Vault) Compact() (CompactStats, error) {
+	var st CompactStats
+	for {
+		progressed := false
+		err := v.eng.Update(func(kt kv.Tx) error {
+			g, err := loadGraph(kt)
+			if err != nil {
+				return err
+			}
+			reach := g.reachable()
+			ids := make([]uint64, 0, len(g.layers))
+			for id := range g.layers {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			for _, id := range ids {
+				if !reach[id] {
+					n, err := dropLayer(kt, id)
+					st.Records += n
+					st.LayersDropped++
+					progressed = true
+					if err != nil {
+						return err
+					}
+					return bumpTopo(kt)
+				}
+			}
+			for _, id := range ids {
+				kids := g.children[id]
+				if g.named[id] || len(kids) != 1 || !g.layers[id].Frozen {
+					continue
+				}
+				n, err := mergeLayer(kt, id, kids[0], g)
+				st.Records += n
+				st.LayersMerged++
+				progressed = true
+				if err != nil {
+					return err
+				}
+				return bumpTopo(kt)
+			}
+			return nil
+		})
+		if err != nil {
+			return st, storageErr("compact", v.Name(), err)
+		}
+		if !progressed {
+			return st, nil
+		}
+	}
+}
+
+// journalOf lists the vkeys a layer wrote.
+func journalOf(kt kv.Tx, layer uint64) ([][]byte, error) {
+	prefix := u64([]byte{prefixJournal}, layer)
+	var out [][]byte
+	err := kt.Scan(prefix, kv.PrefixEnd(prefix), func(k, _ []byte) (bool, error) {
+		out = append(out, slices.Clone(k[len(prefix):]))
+		return true, nil
+	})
+	return out, err
+}
+
+// dropLayer deletes a layer and everything it wrote.
+func dropLayer(kt kv.Tx, id uint64) (int, error) {
+	vkeys, err := journalOf(kt, id)
+	if err != nil {
+		return 0, err
+	}
+	for _, vk := range vkeys {
+		if err := kt.Delete(versionKey(vk, id)); err != nil {
+			return 0, err
+		}
+		if err := kt.Delete(journalKey(id, vk)); err != nil {
+			return 0, err
+		}
+	}
+	return len(vkeys), kt.Delete(layerKey(id))
+}
+
+// mergeLayer folds layer m into its only child c: c keeps its own
+// versions, takes m's others, and inherits m's parent. c's state is
+// unchanged, and no other state reads m.
+func mergeLayer(kt kv.Tx, m, c uint64, g *graph) (int, error) {
+	vkeys, err := journalOf(kt, m)
+	if err != nil {
+		return 0, err
+	}
+	for _, vk := range vkeys {
+		mk := versionKey(vk, m)
+		val, err := kt.Get(mk)
+		if err != nil {
+			return 0, corruptf("journal of layer %d names a missing record: %v", m, err)
+		}
+		val = slices.Clone(val)
+		ck := versionKey(vk, c)
+		if _, err := kt.Get(ck); errors.Is(err, kv.ErrNotFound) {
+			if err := kt.Put(ck, val); err != nil {
+				return 0, err
+			}
+			if err := kt.Put(journalKey(c, vk), nil); err != nil {
+				return 0, err
+			}
+		} else if err != nil {
+			return 0, err
+		}
+		if err := kt.Delete(mk); err != nil {
+			return 0, err
+		}
+		if err := kt.Delete(journalKey(m, vk)); err != nil {
+			return 0, err
+		}
+	}
+	child := *g.layers[c]
+	child.Parent = g.layers[m].Parent
+	if err := kt.Put(layerKey(c), encodeLayer(&child)); err != nil {
+		return 0, err
+	}
+	return len(vkeys), kt.Delete(layerKey(m))
+}
+
+// GC frees chunks that no layer of this file maps. It runs in one write
+// transaction, so no writer can map a chunk between the mark and the sweep.
+func (v *Vault) GC() (GCStats, error) {
+	var st GCStats
+	err := v.eng.Update(func(kt kv.Tx) error {
+		st = GCStats{}
+		live := map[string]bool{}
+		fp := []byte{prefixFile}
+		err := kt.Scan(fp, kv.PrefixEnd(fp), func(_, v []byte) (bool, error) {
+			if len(v) > 0 {
+				live[string(v)] = true
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		var dead [][]byte
+		cp := []byte{prefixChunk}
+		err = kt.Scan(cp, kv.PrefixEnd(cp), func(k, v []byte) (bool, error) {
+			if live[string(k[1:])] {
+				st.ChunksKept++
+			} else {
+				dead = append(dead, slices.Clone(k))
+				st.BytesFreed += int64(len(v))
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range dead {
+			if err := kt.Delete(k); err != nil {
+				return err
+			}
+		}
+		st.ChunksFreed = len(dead)
+		return nil
+	})
+	return st, storageErr("gc", v.Name(), err)
+}

@@ -1,0 +1,262 @@
+package vfs
+
+import (
+	"crypto/sha256"
+	"errors"
+	"syscall"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/kv"
+)
+
+// fileInode loads ino and checks it is a regular file.
+func (t *Tx) fileInode(op string, ino Ino) (*inode, error) {
+	n, err := t.inode(ino)
+	if err != nil {
+		return nil, err
+	}
+	switch n.Type {
+	case TypeFile:
+		return n, nil
+	case TypeDir:
+		return nil, errs.E(op, "", syscall.EISDIR)
+	}
+	return nil, errs.E(op, "", syscall.EINVAL)
+}
+
+// chunkRef returns the hash of chunk index of n and the segment holding it;
+// ok is false for a hole.
+func (t *Tx) chunkRef(n *inode, index uint64) (sum []byte, segIdx int, ok bool, err error) {
+	sum, segIdx, ok, err = t.get(chunkVKey(n.Ino, n.gen, index))
+	if err == nil && ok && len(sum) != sha256.Size {
+		err = corruptf("chunk map of inode %d index %d is malformed", n.Ino, index)
+	}
+	return sum, segIdx, ok, err
+}
+
+// chunkData returns the stored bytes of chunk index (nil for a hole). The
+// stored bytes may be shorter than ChunkSize; the rest reads as zeros.
+func (t *Tx) chunkData(n *inode, index uint64) ([]byte, error) {
+	sum, segIdx, ok, err := t.chunkRef(n, index)
+	if err != nil || !ok {
+		return nil, err
+	}
+	data, err := t.txs[segIdx].Get(chunkKey(sum))
+	if err != nil {
+		if errors.Is(err, kv.ErrNotFound) {
+			return nil, corruptf("chunk %x of inode %d is missing", sum[:8], n.Ino)
+		}
+		return nil, err
+	}
+	return data, nil
+}
+
+// Read reads up to len(buf) bytes of file ino from offset off and returns
+// how many it read: fewer only at the end of the file. Holes read as zeros.
+func (t *Tx) Read(ino Ino, off int64, buf []byte) (int, error) {
+	n, err := t.fileInode("read", ino)
+	if err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, errs.E("read", "", syscall.EINVAL)
+	}
+	size := int64(n.Size)
+	if off >= size {
+		return 0, nil
+	}
+	end := min(off+int64(len(buf)), size)
+	for pos := off; pos < end; {
+		index := uint64(pos / ChunkSize)
+		within := pos % ChunkSize
+		take := min(ChunkSize-within, end-pos)
+		dst := buf[pos-off : pos-off+take]
+		data, err := t.chunkData(n, index)
+		if err != nil {
+			return 0, err
+		}
+		c := 0
+		if within < int64(len(data)) {
+			c = copy(dst, data[within:])
+		}
+		clear(dst[c:])
+		pos += take
+	}
+	return int(end - off), nil
+}
+
+// Write writes data into file ino at offset off, extending the file as
+// needed. Only the chunks the range touches are rewritten.
+func (t *Tx) Write(ino Ino, off int64, data []byte) (int, error) {
+	const op = "write"
+	if err := t.writable(op); err != nil {
+		return 0, err
+	}
+	n, err := t.fileInode(op, ino)
+	if err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, errs.E(op, "", syscall.EINVAL)
+	}
+	if len(data) == 0 {
+		return 0, nil
+	}
+	end := uint64(off) + uint64(len(data))
+	newSize := max(n.Size, end)
+	if err := t.checkFileSize(op, "", newSize); err != nil {
+		return 0, err
+	}
+	if err := t.charge(op, "", int64(newSize-n.Size), 0); err != nil {
+		return 0, err
+	}
+	for pos := uint64(off); pos < end; {
+		index := pos / ChunkSize
+		start := index * ChunkSize
+		lo, hi := pos-start, min(end, start+ChunkSize)-start
+		chunkLen := min(ChunkSize, newSize-start)
+		src := data[pos-uint64(off) : pos-uint64(off)+(hi-lo)]
+		var buf []byte
+		if lo == 0 && hi == chunkLen {
+			buf = src
+		} else {
+			old, err := t.chunkData(n, index)
+			if err != nil {
+				return 0, err
+			}
+			buf = make([]byte, chunkLen)
+			copy(buf, old)
+			copy(buf[lo:hi], src)
+		}
+		if err := t.putChunk(n, index, buf); err != nil {
+			return 0, err
+		}
+		pos = start + hi
+	}
+	n.Size = newSize
+	n.Mtime, n.Ctime = t.now, t.now
+	return len(data), t.putInode(n)
+}
+
+// putChunk stores data as chunk index of n in the top layer. Data is kept
+// once per vault file under its hash; an all-zero chunk becomes a hole.
+func (t *Tx) putChunk(n *inode, index uint64, data []byte) error {
+	vkey := chunkVKey(n.Ino, n.gen, index)
+	if isZero(data) {
+		return t.del(vkey)
+	}
+	sum := sha256.Sum256(data)
+	if err := t.storeChunk(sum[:], data); err != nil {
+		return err
+	}
+	return t.put(vkey, sum[:])
+}
+
+// storeChunk writes chunk data under its hash unless this file has it.
+func (t *Tx) storeChunk(sum, data []byte) error {
+	ck := chunkKey(sum)
+	if _, err := t.own().Get(ck); err == nil {
+		return nil
+	} else if !errors.Is(err, kv.ErrNotFound) {
+		return err
+	}
+	return t.own().Put(ck, data)
+}
+
+func isZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// truncate sets a file's size. Growing adds a hole. Shrinking to zero starts
+// a new data generation, which hides every chunk in O(1); other shrinks
+// cost O(min(chunks kept, chunks dropped)).
+func (t *Tx) truncate(n *inode, size uint64) error {
+	const op = "truncate"
+	old := n.Size
+	if size == old {
+		return nil
+	}
+	if size > old {
+		if err := t.checkFileSize(op, "", size); err != nil {
+			return err
+		}
+	}
+	if err := t.charge(op, "", int64(size)-int64(old), 0); err != nil {
+		return err
+	}
+	if size < old {
+		if err := t.shrink(n, size); err != nil {
+			return err
+		}
+	}
+	n.Size = size
+	return nil
+}
+
+func (t *Tx) shrink(n *inode, size uint64) error {
+	keep := (size + ChunkSize - 1) / ChunkSize // chunks that stay, the last maybe partly
+	had := (n.Size + ChunkSize - 1) / ChunkSize
+	var tail []byte // the partial last chunk, cut at the new size
+	if size%ChunkSize != 0 {
+		data, err := t.chunkData(n, keep-1)
+		if err != nil {
+			return err
+		}
+		tail = data[:min(uint64(len(data)), size%ChunkSize)]
+	}
+	if keep < had-keep {
+		// Fewer chunks stay than go: move the survivors to a new generation.
+		gen, err := t.nextID(metaNextIno)
+		if err != nil {
+			return err
+		}
+		old := *n
+		n.gen = gen
+		full := keep
+		if tail != nil {
+			full--
+		}
+		for i := uint64(0); i < full; i++ {
+			if err := t.copyChunk(&old, n, i); err != nil {
+				return err
+			}
+		}
+		if err := t.dropTopVersions(chunkGenPrefix(n.Ino, old.gen)); err != nil {
+			return err
+		}
+	} else {
+		for i := keep; i < had; i++ {
+			if err := t.del(chunkVKey(n.Ino, n.gen, i)); err != nil {
+				return err
+			}
+		}
+	}
+	if tail != nil {
+		return t.putChunk(n, keep-1, tail)
+	}
+	return nil
+}
+
+// copyChunk makes chunk index of from also chunk index of to, bringing the
+// data into this vault's file when it lives in a parent's.
+func (t *Tx) copyChunk(from, to *inode, index uint64) error {
+	sum, segIdx, ok, err := t.chunkRef(from, index)
+	if err != nil || !ok {
+		return err
+	}
+	if segIdx != 0 {
+		data, err := t.txs[segIdx].Get(chunkKey(sum))
+		if err != nil {
+			return corruptf("chunk %x of inode %d: %v", sum[:8], from.Ino, err)
+		}
+		if err := t.storeChunk(sum, data); err != nil {
+			return err
+		}
+	}
+	return t.put(chunkVKey(to.Ino, to.gen, index), sum)
+}

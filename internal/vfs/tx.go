@@ -1,0 +1,294 @@
+package vfs
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/kv"
+)
+
+// Tx is one transaction on a vault's filesystem: every operation inside
+// one Update commits together or not at all. A Tx from View (or ViewAt)
+// is read-only and its writes fail with EROFS.
+type Tx struct {
+	v     *Vault
+	c     *chain
+	txs   []kv.Tx // one per chain segment; txs[0] is the vault's own file
+	top   uint64  // writable layer; 0 in a read-only transaction
+	now   time.Time
+	usage *layerRecord // the top layer's record, loaded on first change
+	quota *Quota
+	dirty bool // usage changed
+}
+
+// View runs fn on the working state in a read-only transaction.
+func (v *Vault) View(fn func(*Tx) error) error {
+	return v.run(false, nil, fn)
+}
+
+// Update runs fn on the working state in a write transaction: on error
+// nothing of it is kept.
+func (v *Vault) Update(fn func(*Tx) error) error {
+	return v.run(true, nil, fn)
+}
+
+// ViewAt runs fn read-only on a saved state: the named checkpoint.
+func (v *Vault) ViewAt(checkpoint string, fn func(*Tx) error) error {
+	return v.run(false, &checkpoint, fn)
+}
+
+func (v *Vault) run(write bool, checkpoint *string, fn func(*Tx) error) error {
+	body := func(kt kv.Tx) error {
+		var c *chain
+		var err error
+		if checkpoint != nil {
+			var cp Checkpoint
+			if cp, err = getCheckpoint(kt, *checkpoint); err == nil {
+				c, err = v.chainAt(kt, cp.Layer)
+			}
+		} else {
+			c, err = v.currentChain(kt)
+		}
+		if err != nil {
+			return err
+		}
+		t := &Tx{v: v, c: c, now: v.now()}
+		if write {
+			t.top = c.top
+		}
+		return t.bind(kt, func() error {
+			if err := fn(t); err != nil {
+				return err
+			}
+			return t.flushUsage()
+		})
+	}
+	var err error
+	if write {
+		err = v.eng.Update(body)
+	} else {
+		err = v.eng.View(body)
+	}
+	if err != nil {
+		return storageErr("", v.Name(), err)
+	}
+	return nil
+}
+
+// bind opens read transactions on the parent files of the chain, then runs fn.
+func (t *Tx) bind(own kv.Tx, fn func() error) error {
+	t.txs = append(make([]kv.Tx, 0, len(t.c.segs)), own)
+	var open func(i int) error
+	open = func(i int) error {
+		if i == len(t.c.segs) {
+			return fn()
+		}
+		return t.c.segs[i].v.eng.View(func(kt kv.Tx) error {
+			t.txs = append(t.txs, kt)
+			return open(i + 1)
+		})
+	}
+	return open(1)
+}
+
+func (t *Tx) own() kv.Tx { return t.txs[0] }
+
+func (t *Tx) writable(op string) error {
+	if t.top == 0 {
+		return errs.E(op, "", syscall.EROFS)
+	}
+	return nil
+}
+
+// Now is the time stamped on changes made in this transaction.
+func (t *Tx) Now() time.Time { return t.now }
+
+// get returns the version of vkey visible in this state and the index of
+// the segment holding it; ok is false when it is absent or deleted.
+func (t *Tx) get(vkey []byte) (val []byte, segIdx int, ok bool, err error) {
+	return t.getFrom(vkey, 0, 0)
+}
+
+// getFrom looks vkey up starting at segment from, skipping the version of
+// layer skip in the first segment (0 skips nothing).
+func (t *Tx) getFrom(vkey []byte, from int, skip uint64) (val []byte, segIdx int, ok bool, err error) {
+	end := kv.PrefixEnd(vkey)
+	for i := from; i < len(t.c.segs); i++ {
+		layers := t.c.segs[i].layers
+		found := false
+		err = t.txs[i].Scan(vkey, end, func(k, v []byte) (bool, error) {
+			_, layer, _ := splitVersion(k)
+			if !layers[layer] || (i == from && layer == skip) {
+				return true, nil
+			}
+			found = true
+			if len(v) > 0 {
+				val = bytes.Clone(v)
+			}
+			return false, nil
+		})
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if found {
+			return val, i, val != nil, nil
+		}
+	}
+	return nil, 0, false, nil
+}
+
+// put writes vkey's version in the top layer and journals it.
+func (t *Tx) put(vkey, val []byte) error {
+	if err := t.own().Put(versionKey(vkey, t.top), val); err != nil {
+		return err
+	}
+	return t.own().Put(journalKey(t.top, vkey), nil)
+}
+
+// del deletes vkey from the state: a whiteout when a lower layer still
+// holds a version, otherwise the top layer's version simply goes.
+func (t *Tx) del(vkey []byte) error {
+	_, _, below, err := t.getFrom(vkey, 0, t.top)
+	if err != nil {
+		return err
+	}
+	if below {
+		return t.put(vkey, nil)
+	}
+	if err := t.own().Delete(versionKey(vkey, t.top)); err != nil {
+		return err
+	}
+	return t.own().Delete(journalKey(t.top, vkey))
+}
+
+// nextID allocates from a u64 counter in the metadata.
+func (t *Tx) nextID(name string) (uint64, error) {
+	id, err := getU64(t.own(), name)
+	if err != nil {
+		return 0, err
+	}
+	return id, t.own().Put(metaKey(name), u64(nil, id+1))
+}
+
+// Quota limits a vault. Zero means unlimited.
+type Quota struct {
+	MaxSizeMB     int64 `json:"max_size_mb"`
+	MaxFiles      int64 `json:"max_files"`
+	MaxFileSizeMB int64 `json:"max_file_size_mb"`
+}
+
+// Usage is what a state holds, as counted against the quota.
+type Usage struct {
+	Bytes int64 `json:"bytes"` // sum of regular file sizes
+	Files int64 `json:"files"` // inodes other than the root
+}
+
+func (t *Tx) loadQuota() (*Quota, error) {
+	if t.quota == nil {
+		b, err := t.own().Get(metaKey(metaQuota))
+		if err != nil {
+			return nil, corruptf("quota record: %v", err)
+		}
+		var q Quota
+		if err := json.Unmarshal(b, &q); err != nil {
+			return nil, corruptf("quota record: %v", err)
+		}
+		t.quota = &q
+	}
+	return t.quota, nil
+}
+
+func (t *Tx) loadUsage() (*layerRecord, error) {
+	if t.usage == nil {
+		l, err := getLayer(t.own(), t.c.top)
+		if err != nil {
+			return nil, err
+		}
+		t.usage = l
+	}
+	return t.usage, nil
+}
+
+// Usage returns the state's counters.
+func (t *Tx) Usage() (Usage, error) {
+	l, err := t.loadUsage()
+	if err != nil {
+		return Usage{}, err
+	}
+	return Usage{Bytes: l.Bytes, Files: l.Files}, nil
+}
+
+// Quota returns the vault's limits.
+func (t *Tx) Quota() (Quota, error) {
+	q, err := t.loadQuota()
+	if err != nil {
+		return Quota{}, err
+	}
+	return *q, nil
+}
+
+// charge applies a change of usage, refusing it when it would pass a limit.
+// Shrinking is always allowed, even over a limit lowered after the fact.
+func (t *Tx) charge(op, path string, dBytes, dFiles int64) error {
+	l, err := t.loadUsage()
+	if err != nil {
+		return err
+	}
+	q, err := t.loadQuota()
+	if err != nil {
+		return err
+	}
+	if dBytes > 0 && q.MaxSizeMB > 0 && l.Bytes+dBytes > q.MaxSizeMB<<20 {
+		return quotaErr(op, path, "max_size_mb", q.MaxSizeMB, syscall.ENOSPC)
+	}
+	if dFiles > 0 && q.MaxFiles > 0 && l.Files+dFiles > q.MaxFiles {
+		return quotaErr(op, path, "max_files", q.MaxFiles, syscall.EDQUOT)
+	}
+	l.Bytes += dBytes
+	l.Files += dFiles
+	t.dirty = true
+	return nil
+}
+
+func (t *Tx) checkFileSize(op, path string, size uint64) error {
+	q, err := t.loadQuota()
+	if err != nil {
+		return err
+	}
+	if q.MaxFileSizeMB > 0 && size > uint64(q.MaxFileSizeMB)<<20 {
+		return quotaErr(op, path, "max_file_size_mb", q.MaxFileSizeMB, syscall.EFBIG)
+	}
+	return nil
+}
+
+func quotaErr(op, path, key string, limit int64, errno syscall.Errno) error {
+	return &errs.Error{Kind: errs.QuotaExceeded, Op: op, Path: path, Errno: errno,
+		Err:   fmt.Errorf("quota %s=%d exceeded", key, limit),
+		Hint:  "raise it with `avfs quota set " + key + " N` or free space",
+		Extra: map[string]any{"quota": key, "limit": limit}}
+}
+
+func (t *Tx) flushUsage() error {
+	if !t.dirty {
+		return nil
+	}
+	return t.own().Put(layerKey(t.c.top), encodeLayer(t.usage))
+}
+
+// SetQuota replaces the vault's limits. Lowering a limit below the current
+// usage is allowed: further growth fails, shrinking works.
+func (t *Tx) SetQuota(q Quota) error {
+	if err := t.writable("quota set"); err != nil {
+		return err
+	}
+	if q.MaxSizeMB < 0 || q.MaxFiles < 0 || q.MaxFileSizeMB < 0 {
+		return errs.New(errs.InvalidInput, "quota set", "quota values must be zero (unlimited) or positive")
+	}
+	b, _ := json.Marshal(q)
+	t.quota = &q
+	return t.own().Put(metaKey(metaQuota), b)
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The avfs demo: a real end-to-end run on the default SQLite engine, in a
+# throwaway AVFS_HOME. It grows with each capability.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+avfs() { "$PWD/bin/avfs" "$@"; }
+export AVFS_HOME
+AVFS_HOME=$(mktemp -d)
+trap 'rm -rf "$AVFS_HOME"' EXIT
+step() { printf '\n\033[1m$ avfs %s\033[0m\n' "$*"; avfs "$@"; }
+
+step vault create myproject --use
+step mkdir -p /src
+step write /src/main.go 'package main
+
+func main() { println("hello from a vault") }'
+step write /README.md '# myproject'
+step checkpoint save base -m "first import"
+
+step vault fork myproject task-001 --use
+step write /src/main.go 'package main
+
+func main() { println("refactored in the fork") }'
+step write /src/util.go 'package main'
+step rm /README.md
+step checkpoint diff vault:myproject
+step --json checkpoint save before-risky-work
+
+step write /src/main.go 'oops, a bad edit'
+step cat /src/main.go
+step checkpoint restore before-risky-work
+step cat /src/main.go
+
+step --vault myproject cat /src/main.go
+step vault list
+step fsck

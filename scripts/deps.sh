@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages avfs's tests and demo use, when missing.
+# Safe to run again: it does nothing when everything is there.
+set -euo pipefail
+need=()
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "avfs: missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
+  exit 1
+fi
+echo "avfs: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
