@@ -76,6 +76,7 @@ type link struct {
 type inode struct {
 	Attr
 	gen    uint64 // data generation: chunk keys carry it, so truncate-to-zero is O(1)
+	birth  uint64 // the vault that created the inode: with Ino, its identity across forks
 	target string // symlink target
 	links  []link
 }
@@ -84,7 +85,7 @@ const inodeVersion = 1
 
 // encodeInode writes the record in a fixed binary layout:
 //
-//	version:1 type:1 mode:4 uid:4 gid:4 nlink:4 size:8 rdev:4 gen:8
+//	version:1 type:1 mode:4 uid:4 gid:4 nlink:4 size:8 rdev:4 gen:8 birth:8
 //	atime:12 mtime:12 ctime:12 (seconds:8 nanoseconds:4 each)
 //	target_len:4 target  link_count:4 (parent:8 name_len:2 name)*
 func encodeInode(n *inode) []byte {
@@ -97,6 +98,7 @@ func encodeInode(n *inode) []byte {
 	b = binary.BigEndian.AppendUint64(b, n.Size)
 	b = binary.BigEndian.AppendUint32(b, n.Rdev)
 	b = binary.BigEndian.AppendUint64(b, n.gen)
+	b = binary.BigEndian.AppendUint64(b, n.birth)
 	for _, t := range []time.Time{n.Atime, n.Mtime, n.Ctime} {
 		b = binary.BigEndian.AppendUint64(b, uint64(t.Unix()))
 		b = binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
@@ -153,6 +155,7 @@ func decodeInode(ino Ino, b []byte) (*inode, error) {
 	n.Size = d.u64()
 	n.Rdev = d.u32()
 	n.gen = d.u64()
+	n.birth = d.u64()
 	n.Atime, n.Mtime, n.Ctime = d.time(), d.time(), d.time()
 	tl := d.u32()
 	if tl > 1<<16 {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
 
@@ -59,7 +60,7 @@ func Diff(from, to StateRef) ([]Change, error) {
 	var out []Change
 	err := from.view(func(a *Tx) error {
 		return to.view(func(b *Tx) error {
-			d := &differ{a: a, b: b, seen: map[string]ChangeKind{}}
+			d := &differ{a: a, b: b, seen: map[string]ChangeKind{}, visited: map[string]bool{}}
 			if err := d.run(); err != nil {
 				return err
 			}
@@ -75,6 +76,7 @@ type differ struct {
 	a, b    *Tx
 	changes []Change
 	seen    map[string]ChangeKind
+	visited map[string]bool // paths compared
 }
 
 // touched collects the vkeys written by the layers of t's chain that
@@ -112,55 +114,100 @@ func (d *differ) run() error {
 	if err := touched(d.b, d.a, keys); err != nil {
 		return err
 	}
-	sorted := make([]string, 0, len(keys))
+	// Every touched record names candidate paths, in each state on its
+	// own terms: inode numbers of two different vaults are not comparable.
+	cands := map[string]bool{}
 	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	slices.Sort(sorted)
-	inodes := map[Ino]bool{}
-	for _, k := range sorted {
 		vkey := []byte(k)
-		switch vkey[0] {
-		case prefixDentry:
-			if err := d.entryChanged(vkeyIno(vkey), vkeyName(vkey)); err != nil {
+		for _, t := range []*Tx{d.a, d.b} {
+			var err error
+			switch vkey[0] {
+			case prefixDentry:
+				err = candidateEntry(t, vkeyIno(vkey), vkeyName(vkey), cands)
+			case prefixInode, prefixFile, prefixXattr:
+				err = candidateInode(t, vkeyIno(vkey), cands)
+			}
+			if err != nil {
 				return err
 			}
-		case prefixInode, prefixFile, prefixXattr:
-			inodes[vkeyIno(vkey)] = true
 		}
 	}
-	for ino := range inodes {
-		if err := d.inodeChanged(ino); err != nil {
+	paths := make([]string, 0, len(cands))
+	for p := range cands {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		na, err := lookupNoFollow(d.a, p)
+		if err != nil {
+			return err
+		}
+		nb, err := lookupNoFollow(d.b, p)
+		if err != nil {
+			return err
+		}
+		if err := d.compare(p, na, nb); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// entryChanged compares dir/name in both states.
-func (d *differ) entryChanged(dir Ino, name string) error {
-	ia, _, okA, err := d.a.entry(dir, name)
+func candidateEntry(t *Tx, dir Ino, name string, into map[string]bool) error {
+	p, err := t.PathOf(dir)
+	if errs.Is(err, errs.NotFound) {
+		return nil // the directory is not in this state
+	}
 	if err != nil {
 		return err
 	}
-	ib, _, okB, err := d.b.entry(dir, name)
-	if err != nil {
-		return err
-	}
-	if okA && okB && ia == ib {
+	into[joinPath(p, name)] = true
+	return nil
+}
+
+func candidateInode(t *Tx, ino Ino, into map[string]bool) error {
+	if ino == RootIno {
+		into["/"] = true
 		return nil
 	}
-	// The path of the entry: the directory may exist in one state only.
-	var p string
-	if okB {
-		p, err = d.b.PathOf(dir)
-	} else {
-		p, err = d.a.PathOf(dir)
+	n, err := t.inode(ino)
+	if errs.Is(err, errs.NotFound) {
+		return nil
 	}
 	if err != nil {
-		return nil // the directory itself went or came: its own entry reports it
+		return err
 	}
-	return d.compare(joinPath(p, name), ia, okA, ib, okB)
+	for _, l := range n.links {
+		if err := candidateEntry(t, l.Parent, l.Name, into); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lookupNoFollow returns the inode at clean path p, following no symlink
+// at all, or nil when the state has nothing there.
+func lookupNoFollow(t *Tx, p string) (*inode, error) {
+	n, err := t.inode(RootIno)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range strings.Split(p, "/")[1:] {
+		if name == "" {
+			continue
+		}
+		if n.Type != TypeDir {
+			return nil, nil
+		}
+		ino, _, ok, err := t.entry(n.Ino, name)
+		if err != nil || !ok {
+			return nil, err
+		}
+		if n, err = t.inode(ino); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
 }
 
 func joinPath(dir, name string) string {
@@ -170,21 +217,14 @@ func joinPath(dir, name string) string {
 	return dir + "/" + name
 }
 
-// compare reports the difference at path p between inode ia of state a
-// and ib of state b, walking directories that are not the same inode.
-func (d *differ) compare(p string, ia Ino, okA bool, ib Ino, okB bool) error {
-	var na, nb *inode
-	var err error
-	if okA {
-		if na, err = d.a.inode(ia); err != nil {
-			return err
-		}
+// compare reports the difference at path p between what state a holds
+// there (na) and what state b holds (nb), walking into directories that
+// are not the same directory.
+func (d *differ) compare(p string, na, nb *inode) error {
+	if d.visited[p] {
+		return nil
 	}
-	if okB {
-		if nb, err = d.b.inode(ib); err != nil {
-			return err
-		}
-	}
+	d.visited[p] = true
 	switch {
 	case na == nil && nb == nil:
 		return nil
@@ -200,50 +240,48 @@ func (d *differ) compare(p string, ia Ino, okA bool, ib Ino, okB bool) error {
 			return err
 		}
 		return d.subtree(d.b, p, nb, Added)
-	case na.Type == TypeDir:
-		if ia != ib {
-			if err := d.attrs(p, na, nb); err != nil {
-				return err
-			}
-			return d.dirs(p, na, nb)
-		}
-		return nil
 	}
-	return d.attrs(p, na, nb)
+	if err := d.attrs(p, na, nb); err != nil {
+		return err
+	}
+	if na.Type == TypeDir && (na.Ino != nb.Ino || na.birth != nb.birth) {
+		return d.dirs(p, na, nb)
+	}
+	return nil
 }
 
-// dirs compares two different directory inodes entry by entry.
+// dirs compares two different directories entry by entry.
 func (d *differ) dirs(p string, na, nb *inode) error {
-	ea, err := d.a.ReadDir(na.Ino)
-	if err != nil {
-		return err
-	}
-	eb, err := d.b.ReadDir(nb.Ino)
-	if err != nil {
-		return err
-	}
-	byName := map[string][2]*DirEntry{}
-	for i := range ea {
-		byName[ea[i].Name] = [2]*DirEntry{&ea[i], nil}
-	}
-	for i := range eb {
-		pair := byName[eb[i].Name]
-		pair[1] = &eb[i]
-		byName[eb[i].Name] = pair
-	}
-	for name, pair := range byName {
-		var ia, ib Ino
-		if pair[0] != nil {
-			ia = pair[0].Ino
+	names := map[string][2]Ino{}
+	for i, t := range []*Tx{d.a, d.b} {
+		n := na
+		if i == 1 {
+			n = nb
 		}
-		if pair[1] != nil {
-			ib = pair[1].Ino
+		entries, err := t.ReadDir(n.Ino)
+		if err != nil {
+			return err
 		}
-		if ia == ib && ia != 0 && pair[0].Type != TypeDir {
-			// Same inode in both: changes to it are found through the journal.
-			continue
+		for _, e := range entries {
+			pair := names[e.Name]
+			pair[i] = e.Ino
+			names[e.Name] = pair
 		}
-		if err := d.compare(joinPath(p, name), ia, pair[0] != nil, ib, pair[1] != nil); err != nil {
+	}
+	for name, pair := range names {
+		var ca, cb *inode
+		var err error
+		if pair[0] != 0 {
+			if ca, err = d.a.inode(pair[0]); err != nil {
+				return err
+			}
+		}
+		if pair[1] != 0 {
+			if cb, err = d.b.inode(pair[1]); err != nil {
+				return err
+			}
+		}
+		if err := d.compare(joinPath(p, name), ca, cb); err != nil {
 			return err
 		}
 	}
@@ -273,29 +311,6 @@ func (d *differ) subtree(t *Tx, p string, n *inode, kind ChangeKind) error {
 		if err := d.subtree(t, cp, c, kind); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// inodeChanged reports an inode present in both states whose record,
-// data or attributes were touched, at every name it has in the new state.
-func (d *differ) inodeChanged(ino Ino) error {
-	na, errA := d.a.inode(ino)
-	nb, errB := d.b.inode(ino)
-	if errA != nil || errB != nil {
-		return nil // created or deleted: the entry change reports it
-	}
-	for _, l := range nb.links {
-		dir, err := d.b.PathOf(l.Parent)
-		if err != nil {
-			continue
-		}
-		if err := d.attrs(joinPath(dir, l.Name), na, nb); err != nil {
-			return err
-		}
-	}
-	if ino == RootIno {
-		return d.attrs("/", na, nb)
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func (t *Tx) Mknod(dir Ino, name string, nn NewNode) (Attr, error) {
 	}
 	n := &inode{Attr: Attr{Ino: Ino(id), Type: nn.Type, Mode: nn.Mode & 0o7777, Uid: nn.Uid, Gid: nn.Gid,
 		Nlink: 1, Rdev: nn.Rdev, Atime: t.now, Mtime: t.now, Ctime: t.now},
-		target: nn.Target, links: []link{{Parent: dir, Name: name}}}
+		target: nn.Target, links: []link{{Parent: dir, Name: name}}, birth: birthOf(t.v.hdr.VaultID)}
 	switch nn.Type {
 	case TypeDir:
 		n.Nlink = 2

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"syscall"
@@ -139,10 +140,13 @@ func (t *Tx) Write(ino Ino, off int64, data []byte) (int, error) {
 }
 
 // putChunk stores data as chunk index of n in the top layer. Data is kept
-// once per vault file under its hash; an all-zero chunk becomes a hole.
+// once per vault file under its hash, without its trailing zeros (they read
+// back as zeros), so equal content always has equal hashes; an all-zero
+// chunk becomes a hole.
 func (t *Tx) putChunk(n *inode, index uint64, data []byte) error {
 	vkey := chunkVKey(n.Ino, n.gen, index)
-	if isZero(data) {
+	data = bytes.TrimRight(data, "\x00")
+	if len(data) == 0 {
 		return t.del(vkey)
 	}
 	sum := sha256.Sum256(data)
@@ -161,15 +165,6 @@ func (t *Tx) storeChunk(sum, data []byte) error {
 		return err
 	}
 	return t.own().Put(ck, data)
-}
-
-func isZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // truncate sets a file's size. Growing adds a hole. Shrinking to zero starts

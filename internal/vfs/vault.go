@@ -91,7 +91,7 @@ func Create(eng kv.Engine, name string, quota Quota) (*Vault, error) {
 			return err
 		}
 		root := &inode{Attr: Attr{Ino: RootIno, Type: TypeDir, Mode: 0o755, Nlink: 2,
-			Atime: now, Mtime: now, Ctime: now}}
+			Atime: now, Mtime: now, Ctime: now}, birth: birthOf(hdr.VaultID)}
 		if err := kt.Put(versionKey(inodeVKey(RootIno), 1), encodeInode(root)); err != nil {
 			return err
 		}
@@ -185,6 +185,16 @@ func checkHeader(b []byte, h *Header) error {
 		return corrupt(fmt.Sprintf("chunk size %d is not %d", h.ChunkSize, ChunkSize))
 	}
 	return nil
+}
+
+// birthOf derives the birth stamp of a vault's inodes from its id.
+func birthOf(vaultID string) uint64 {
+	b, _ := hex.DecodeString(vaultID)
+	var v uint64
+	for _, c := range b[:min(8, len(b))] {
+		v = v<<8 | uint64(c)
+	}
+	return v
 }
 
 // Header returns the vault's format header.
