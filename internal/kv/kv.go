@@ -37,7 +37,12 @@ var (
 // Write transactions are serialized: within a process by the engine, across
 // processes by the engine's file locking. A write transaction is atomic and
 // durable once Update returns nil; a crash at any point leaves either all or
-// none of it. Read transactions see a consistent snapshot.
+// none of it. Read transactions see a consistent snapshot, taken when View
+// is called.
+//
+// Do not call Update from inside another View or Update on the same engine:
+// it may deadlock (a second writer waits for the first; bbolt's commit may
+// wait for the open reader).
 type Engine interface {
 	// View runs fn in a read-only transaction. Put and Delete inside it
 	// return ErrReadOnly. The error fn returns is returned unchanged.
@@ -56,19 +61,23 @@ type Engine interface {
 }
 
 // Tx is one transaction. It must not be used after the View or Update call
-// that created it has returned, nor from more than one goroutine at a time.
+// that created it has returned (engines then return an error wrapping
+// ErrClosed), nor from more than one goroutine at a time.
 type Tx interface {
-	// Get returns the value stored under key, or ErrNotFound (unwrapped). The
-	// returned slice is only valid until the transaction ends; copy it to keep it.
+	// Get returns the value stored under key, or ErrNotFound (unwrapped). An
+	// empty value comes back as a non-nil, zero-length slice. The returned
+	// slice is only valid until the transaction ends, and may be the
+	// engine's own memory: copy it to keep it, never modify it.
 	Get(key []byte) ([]byte, error)
 	// Scan calls fn for every key k with start <= k < end, in ascending byte
 	// order. A nil end means no upper bound. fn returns false to stop early;
 	// an error from fn stops the scan and is returned. The slices passed to fn
-	// are only valid during that call. Writes made by fn during the scan are
-	// not allowed.
+	// are only valid during that call and must not be modified. Put and
+	// Delete called by fn during the scan return an error; reads (Get, a
+	// nested Scan) are fine.
 	Scan(start, end []byte, fn func(key, value []byte) (bool, error)) error
 	// Put stores value under key, replacing any previous value. Keys must not
-	// be empty (ErrEmptyKey); values may be empty.
+	// be empty (ErrEmptyKey); values may be empty. Put copies both slices.
 	Put(key, value []byte) error
 	// Delete removes key; deleting an absent key is not an error.
 	Delete(key []byte) error

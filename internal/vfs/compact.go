@@ -100,7 +100,9 @@ func (v *Vault) Compact() (CompactStats, error) {
 				ids = append(ids, id)
 			}
 			slices.Sort(ids)
-			for _, id := range ids {
+			// Children first (a child's id is always larger than its
+			// parent's), so no step leaves a layer whose parent is gone.
+			for _, id := range slices.Backward(ids) {
 				if !reach[id] {
 					n, err := dropLayer(kt, id)
 					st.Records += n

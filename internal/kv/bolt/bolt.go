@@ -15,7 +15,7 @@
 // Read transactions hold bbolt's mmap lock, and a commit that must grow
 // the map waits for them to end. So, as with bbolt itself, a goroutine must
 // not wait for an Update while it is inside a View. The map starts at
-// initialMmapSize so that small vaults never remap at all.
+// initialMmapSize, so vaults smaller than that never remap at all.
 package bolt
 
 import (

@@ -6,18 +6,16 @@ package kvtest
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
 
 // Run runs the suite. open must return a new, empty engine each time it is
-// called; Run closes it when the subtest ends (open may register its own
-// cleanup too: a second Close must be harmless).
+// called, and may be called from parallel subtests; Run closes the engine
+// when the subtest ends (open may register its own cleanup too: a second
+// Close must be harmless).
 func Run(t *testing.T, open func(t *testing.T) kv.Engine) {
 	tests := []struct {
 		name string
@@ -44,6 +42,9 @@ func Run(t *testing.T, open func(t *testing.T) kv.Engine) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case has its own engine; running them side by side
+			// overlaps the file engines' fsyncs.
+			t.Parallel()
 			e := open(t)
 			t.Cleanup(func() {
 				if err := e.Close(); err != nil && !errors.Is(err, kv.ErrClosed) {
@@ -116,6 +117,8 @@ func scanAll(t *testing.T, e kv.Engine, start, end []byte) []string {
 	must(t, e.View(func(tx kv.Tx) error { out = scan(t, tx, start, end); return nil }))
 	return out
 }
+
+func b(s string) []byte { return []byte(s) }
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -230,7 +233,6 @@ func testBinaryKeys(t *testing.T, e kv.Engine) {
 func testScanRanges(t *testing.T, e kv.Engine) {
 	put(t, e, "a", "1", "b", "2", "ba", "3", "bb", "4", "c", "5", "\xff", "6", "\xff\xff", "7")
 	all := []string{"a=1", "b=2", "ba=3", "bb=4", "c=5", "\xff=6", "\xff\xff=7"}
-	b := func(s string) []byte { return []byte(s) }
 	tests := []struct {
 		name       string
 		start, end []byte
@@ -276,8 +278,6 @@ func testScanStop(t *testing.T, e kv.Engine) {
 		return nil
 	}))
 }
-
-func b(s string) []byte { return []byte(s) }
 
 func testNestedScan(t *testing.T, e kv.Engine) {
 	put(t, e, "a", "1", "b", "2")
@@ -388,36 +388,6 @@ func testRollbackOnPanic(t *testing.T, e kv.Engine) {
 	equal(t, "next update", scanAll(t, e, nil, nil), []string{"a=1", "c=3"})
 }
 
-func testSnapshotIsolation(t *testing.T, e kv.Engine) {
-	put(t, e, "a", "old", "b", "old")
-	started, committed := make(chan struct{}), make(chan error)
-	go func() {
-		<-started
-		committed <- e.Update(func(tx kv.Tx) error {
-			if err := tx.Put(b("a"), b("new")); err != nil {
-				return err
-			}
-			if err := tx.Put(b("c"), b("new")); err != nil {
-				return err
-			}
-			return tx.Delete(b("b"))
-		})
-	}()
-	must(t, e.View(func(tx kv.Tx) error {
-		// Nothing read yet: the snapshot starts with the View, not with
-		// its first read.
-		close(started)
-		must(t, <-committed)
-		equal(t, "snapshot", scan(t, tx, nil, nil), []string{"a=old", "b=old"})
-		v, err := tx.Get(b("a"))
-		if err != nil || string(v) != "old" {
-			t.Errorf("Get(a) in old snapshot = %q, %v", v, err)
-		}
-		return nil
-	}))
-	equal(t, "after", scanAll(t, e, nil, nil), []string{"a=new", "c=new"})
-}
-
 func testReadOnly(t *testing.T, e kv.Engine) {
 	put(t, e, "a", "1")
 	must(t, e.View(func(tx kv.Tx) error {
@@ -468,144 +438,4 @@ func testClosed(t *testing.T, e kv.Engine) {
 	if err := e.Close(); err != nil && !errors.Is(err, kv.ErrClosed) {
 		t.Errorf("second Close = %v, want nil or ErrClosed", err)
 	}
-}
-
-func testConcurrentWriters(t *testing.T, e kv.Engine) {
-	const writers, increments = 8, 25
-	counter := b("counter")
-	incr := func(tx kv.Tx) error {
-		n := 0
-		v, err := tx.Get(counter)
-		switch {
-		case err == nil:
-			if n, err = parseInt(v); err != nil {
-				return err
-			}
-		case err != kv.ErrNotFound:
-			return err
-		}
-		return tx.Put(counter, fmt.Appendf(nil, "%d", n+1))
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, writers*2)
-	for range writers {
-		wg.Go(func() {
-			for range increments {
-				if err := e.Update(incr); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-		// Readers alongside must never see a torn or decreasing counter.
-		wg.Go(func() {
-			last := 0
-			for range increments {
-				err := e.View(func(tx kv.Tx) error {
-					v, err := tx.Get(counter)
-					if err == kv.ErrNotFound {
-						return nil
-					} else if err != nil {
-						return err
-					}
-					n, err := parseInt(v)
-					if err == nil && n < last {
-						err = fmt.Errorf("counter went back from %d to %d", last, n)
-					}
-					last = n
-					return err
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	wantValue(t, e, "counter", fmt.Sprint(writers*increments))
-}
-
-func parseInt(v []byte) (int, error) {
-	var n int
-	_, err := fmt.Sscanf(string(v), "%d", &n)
-	return n, err
-}
-
-func testLargeValues(t *testing.T, e kv.Engine) {
-	big := make([]byte, 4<<20)
-	r := rand.NewChaCha8([32]byte{1})
-	_, _ = r.Read(big)
-	must(t, e.Update(func(tx kv.Tx) error {
-		if err := tx.Put(b("big"), big); err != nil {
-			return err
-		}
-		return tx.Put(b("next"), b("small"))
-	}))
-	must(t, e.View(func(tx kv.Tx) error {
-		v, err := tx.Get(b("big"))
-		if err != nil || !bytes.Equal(v, big) {
-			t.Errorf("Get(big): len %d, err %v; want the 4 MiB written", len(v), err)
-		}
-		n := 0
-		must(t, tx.Scan(nil, nil, func(k, v []byte) (bool, error) {
-			if string(k) == "big" && !bytes.Equal(v, big) {
-				t.Errorf("Scan: big value differs")
-			}
-			n++
-			return true, nil
-		}))
-		if n != 2 {
-			t.Errorf("Scan saw %d keys, want 2", n)
-		}
-		return nil
-	}))
-	put(t, e, "big", "small now")
-	wantValue(t, e, "big", "small now")
-}
-
-func testManyKeys(t *testing.T, e kv.Engine) {
-	const n = 10_000
-	key := func(i int) []byte { return fmt.Appendf(nil, "key/%08d", i) }
-	must(t, e.Update(func(tx kv.Tx) error {
-		// Insert in a scrambled order; the engine must sort.
-		for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(n) {
-			if err := tx.Put(key(i), key(i*7)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-	must(t, e.View(func(tx kv.Tx) error {
-		i := 0
-		must(t, tx.Scan(b("key/"), kv.PrefixEnd(b("key/")), func(k, v []byte) (bool, error) {
-			if !bytes.Equal(k, key(i)) || !bytes.Equal(v, key(i*7)) {
-				return false, fmt.Errorf("entry %d is %q=%q", i, k, v)
-			}
-			i++
-			return true, nil
-		}))
-		if i != n {
-			t.Errorf("scanned %d keys, want %d", i, n)
-		}
-		for _, i := range []int{0, 1, n / 2, n - 1} {
-			if v, err := tx.Get(key(i)); err != nil || !bytes.Equal(v, key(i*7)) {
-				t.Errorf("Get(%q) = %q, %v", key(i), v, err)
-			}
-		}
-		return nil
-	}))
-	must(t, e.Update(func(tx kv.Tx) error {
-		for i := range n {
-			if err := tx.Delete(key(i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-	equal(t, "after deleting all", scanAll(t, e, nil, nil), nil)
 }

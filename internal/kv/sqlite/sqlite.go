@@ -48,6 +48,15 @@ const DefaultBusyTimeout = 5 * time.Second
 // little gain on the machines avfs targets.
 const maxIdleReaders = 4
 
+// Page cache sizes, in SQLite's "negative means KiB" form. SQLite's
+// default (2 MiB) makes a random 1,000-key write batch on a 100k-key vault
+// twice as slow, as pages are re-read through the VFS; the writer, which
+// sees every batch, gets the larger share.
+const (
+	writerCacheSize = -16384
+	readerCacheSize = -8192
+)
+
 // Options tune an engine; the zero value (or nil) means the defaults.
 type Options struct {
 	// BusyTimeout bounds the wait for another process's write lock
@@ -100,7 +109,9 @@ func Create(path string, opts *Options) (*DB, error) {
 	}
 	db, err := create(path, opts.withDefaults())
 	if err != nil {
-		os.Remove(path)
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			os.Remove(path + suffix)
+		}
 		return nil, err
 	}
 	return db, nil
@@ -157,6 +168,9 @@ func open(path string, opts Options) (*DB, error) {
 		return nil, wrapErr(path, "open", err)
 	}
 	err = w.checkVault()
+	if err == nil {
+		err = w.exec(fmt.Sprintf(`PRAGMA cache_size = %d`, writerCacheSize))
+	}
 	if err == nil {
 		err = w.setWAL() // in case another tool switched it off
 	}
@@ -238,7 +252,7 @@ func (db *DB) reader() (*conn, error) {
 	db.mu.Unlock()
 	c, err := openConn(db.path, db.opts)
 	if err == nil {
-		err = c.exec(`PRAGMA query_only = ON`)
+		err = c.exec(fmt.Sprintf(`PRAGMA query_only = ON; PRAGMA cache_size = %d`, readerCacheSize))
 	}
 	if err == nil {
 		err = c.prepare()
