@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -70,8 +71,14 @@ not starting with - or .`,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
+				name := argOr(args, 0, "")
+				if name != "" {
+					if err := checkpointName("checkpoint save", name); err != nil {
+						return nil, err
+					}
+				}
 				start := time.Now()
-				cp, err := v.SaveCheckpoint(argOr(args, 0, ""), msg)
+				cp, err := v.SaveCheckpoint(name, msg)
 				if err != nil {
 					return nil, err
 				}
@@ -233,6 +240,16 @@ func (r diffResult) human(w io.Writer) {
 	}
 }
 
+// checkpointName validates a checkpoint name, for op.
+func checkpointName(op, name string) error {
+	err := vfs.CheckName("checkpoint", name)
+	var e *errs.Error
+	if errors.As(err, &e) && e.Op == "" {
+		e.Op = op
+	}
+	return err
+}
+
 // stateRef is a parsed diff argument: a checkpoint of a vault, or a
 // vault's working state when checkpoint is empty.
 type stateRef struct {
@@ -252,14 +269,14 @@ func (s stateRef) String() string {
 func parseRef(arg, selected string) (stateRef, error) {
 	rest, ok := strings.CutPrefix(arg, "vault:")
 	if !ok {
-		return stateRef{vault: selected, checkpoint: arg}, vfs.CheckName("checkpoint", arg)
+		return stateRef{vault: selected, checkpoint: arg}, checkpointName("checkpoint diff", arg)
 	}
 	name, cp, hasCP := strings.Cut(rest, "@")
 	if err := registry.CheckName(name); err != nil {
 		return stateRef{}, err
 	}
 	if hasCP {
-		if err := vfs.CheckName("checkpoint", cp); err != nil {
+		if err := checkpointName("checkpoint diff", cp); err != nil {
 			return stateRef{}, err
 		}
 	}

@@ -134,10 +134,13 @@ func indentBlock(s string) string {
 	inCode := false
 	for _, l := range lines {
 		code := strings.HasPrefix(l, "  ")
-		if code != inCode {
-			out = append(out, "```")
-			inCode = code
+		switch {
+		case code && !inCode:
+			out = append(out, "", "```")
+		case !code && inCode:
+			out = append(out, "```", "")
 		}
+		inCode = code
 		out = append(out, l)
 	}
 	if inCode {

@@ -69,7 +69,8 @@ if such a write fails half-way, the file holds what was written so far.`,
 				src = strings.NewReader(args[1])
 			}
 			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
-				return a.writeStream(v, clean, src, appendFlag)
+				r, err := a.writeStream(v, clean, src, appendFlag)
+				return r, withPath(err, clean)
 			})
 		}),
 	}
@@ -145,7 +146,7 @@ func (a *app) mkdirCmd() *cobra.Command {
 and an existing directory is not an error.`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.update(func(tx *vfs.Tx) (any, error) {
+			return a.update(args[0], func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(args[0])
 				if err != nil {
 					return nil, err
@@ -187,7 +188,7 @@ are removed, never followed. -f makes a missing PATH not an error. The whole
 removal is one transaction. The vault root cannot be removed.`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.update(func(tx *vfs.Tx) (any, error) {
+			return a.update(args[0], func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(args[0])
 				if err != nil {
 					return nil, err
@@ -282,7 +283,7 @@ The copy is one transaction; file data is stored once per vault, so a copy
 adds no data, only references.`,
 		Args: exactArgs(2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.update(func(tx *vfs.Tx) (any, error) {
+			return a.update(args[1], func(tx *vfs.Tx) (any, error) {
 				src, err := vfs.CleanPath(args[0])
 				if err != nil {
 					return nil, err
@@ -441,7 +442,7 @@ destination is replaced; a directory only by moving into it. O(1): nothing
 is copied.`,
 		Args: exactArgs(2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.update(func(tx *vfs.Tx) (any, error) {
+			return a.update(args[1], func(tx *vfs.Tx) (any, error) {
 				src, err := vfs.CleanPath(args[0])
 				if err != nil {
 					return nil, err
@@ -490,7 +491,7 @@ as given; it resolves inside the vault, never on the host. Without -s,
 TARGET must exist and not be a directory.`,
 		Args: exactArgs(2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.update(func(tx *vfs.Tx) (any, error) {
+			return a.update(args[1], func(tx *vfs.Tx) (any, error) {
 				p, err := vfs.CleanPath(args[1])
 				if err != nil {
 					return nil, err
@@ -553,7 +554,7 @@ func (a *app) chmodCmd() *cobra.Command {
 no umask applies).`,
 		Args: exactArgs(2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.update(func(tx *vfs.Tx) (any, error) {
+			return a.update(args[1], func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(args[1])
 				if err != nil {
 					return nil, err

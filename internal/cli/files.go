@@ -28,27 +28,37 @@ func (a *app) fileCmds() []*cobra.Command {
 		a.rmCmd(), a.cpCmd(), a.mvCmd(), a.lnCmd(), a.chmodCmd()}
 }
 
-// view runs fn read-only on the selected vault's working state.
-func (a *app) view(fn func(tx *vfs.Tx) (any, error)) (any, error) {
+// view runs fn read-only on the selected vault's working state. An error
+// that names no full vault path is given p, the path the command is about.
+func (a *app) view(p string, fn func(tx *vfs.Tx) (any, error)) (any, error) {
 	return a.withVault(func(_ *registry.Home, v *vfs.Vault) (res any, err error) {
 		err = v.View(func(tx *vfs.Tx) error {
 			res, err = fn(tx)
 			return err
 		})
-		return res, err
+		return res, withPath(err, cleanOr(p))
 	})
 }
 
 // update runs fn in one write transaction on the selected vault: on error
-// nothing of it is kept.
-func (a *app) update(fn func(tx *vfs.Tx) (any, error)) (any, error) {
+// nothing of it is kept. Errors get p as view's do.
+func (a *app) update(p string, fn func(tx *vfs.Tx) (any, error)) (any, error) {
 	return a.withVault(func(_ *registry.Home, v *vfs.Vault) (res any, err error) {
 		err = v.Update(func(tx *vfs.Tx) error {
 			res, err = fn(tx)
 			return err
 		})
-		return res, err
+		return res, withPath(err, cleanOr(p))
 	})
+}
+
+// cleanOr is the clean form of p, or "" when p is not a valid path.
+func cleanOr(p string) string {
+	c, err := vfs.CleanPath(p)
+	if err != nil {
+		return ""
+	}
+	return c
 }
 
 // entry is one file in ls output.
@@ -125,7 +135,7 @@ directory lists itself. JSON output always carries every field; -l only
 changes the human form.`,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.view(func(tx *vfs.Tx) (any, error) {
+			return a.view(argOr(args, 0, "/"), func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(argOr(args, 0, "/"))
 				if err != nil {
 					return nil, err
@@ -223,7 +233,7 @@ include PATH itself.`,
 			if depth < 0 {
 				return nil, invalidf("tree", "-L must be 0 (no limit) or positive")
 			}
-			return a.view(func(tx *vfs.Tx) (any, error) {
+			return a.view(argOr(args, 0, "/"), func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(argOr(args, 0, "/"))
 				if err != nil {
 					return nil, err
@@ -324,7 +334,7 @@ func (a *app) statCmd() *cobra.Command {
 unless -L is given.`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.view(func(tx *vfs.Tx) (any, error) {
+			return a.view(args[0], func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(args[0])
 				if err != nil {
 					return nil, err
@@ -366,7 +376,7 @@ With --json the document is {"path","size","encoding","content"}: encoding is
 otherwise.`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.view(func(tx *vfs.Tx) (any, error) {
+			return a.view(args[0], func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(args[0])
 				if err != nil {
 					return nil, err

@@ -49,6 +49,7 @@ type importer struct {
 	entries []hostEntry
 	next    int
 	dirIno  map[string]vfs.Ino // rel path of a directory -> its vault inode
+	fileDir vfs.Ino            // the directory a single-file source goes to
 	links   map[devIno]vfs.Ino // host file -> vault inode, for hard links
 	dirs    []dirAttrs         // set once their content is in
 	res     *transferResult
@@ -137,7 +138,7 @@ func (im *importer) destination(tx *vfs.Tx, info fs.FileInfo, vaultPath string) 
 	if err != nil {
 		return "", err
 	}
-	im.dirIno[".."] = dir
+	im.fileDir = dir
 	return dest, nil
 }
 
@@ -249,7 +250,7 @@ func (im *importer) step(tx *vfs.Tx) (int, error) {
 func (im *importer) place(rel string) (vfs.Ino, string, string) {
 	if rel == "" { // a single-file import
 		_, name := vfs.SplitPath(im.res.Destination)
-		return im.dirIno[".."], name, im.res.Destination
+		return im.fileDir, name, im.res.Destination
 	}
 	dir, name := path.Split(rel)
 	return im.dirIno[strings.TrimSuffix(dir, "/")], name, path.Join(im.res.Destination, rel)
@@ -388,13 +389,19 @@ func specialBits(m fs.FileMode) uint32 {
 	return b
 }
 
-// withPath fills in the vault path of a typed error that lacks one.
+// withPath gives a typed error the full vault path it is about when it
+// names none, or only a name within a directory.
 func withPath(err error, vpath string) error {
 	var e *errs.Error
-	if errors.As(err, &e) && e.Path == "" {
+	if vpath != "" && errors.As(err, &e) && !strings.HasPrefix(e.Path, "/") && !isCheckpointErr(e) {
 		e.Path = vpath
 	}
 	return err
+}
+
+// isCheckpointErr reports an error whose Path is a checkpoint's name.
+func isCheckpointErr(e *errs.Error) bool {
+	return e.Kind == errs.CheckpointNotFound || strings.HasPrefix(e.Op, "checkpoint")
 }
 
 // hostErr types an error of the host filesystem, naming the host path.

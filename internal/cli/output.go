@@ -36,7 +36,7 @@ type ExitCode struct {
 var ExitCodes = []ExitCode{
 	{0, "success", nil},
 	{1, "any other failure: storage, host I/O, an unexpected error", []errs.Kind{errs.IoError, errs.StorageError}},
-	{2, "usage: unknown command or flag, wrong number of arguments (error type InvalidInput)", nil},
+	{2, "usage: an unknown command or flag, a wrong number of arguments", nil},
 	{3, "something named does not exist", []errs.Kind{errs.NotFound, errs.VaultNotFound, errs.CheckpointNotFound}},
 	{4, "something to be created already exists", []errs.Kind{errs.AlreadyExists, errs.VaultExists}},
 	{5, "an invalid name, path or value", []errs.Kind{errs.InvalidInput, errs.InvalidPath, errs.NameTooLong}},
@@ -100,7 +100,11 @@ func (a *app) fail(cmd *cobra.Command, err error) int {
 		if errors.As(err, &e) {
 			maps.Copy(doc, e.Extra)
 			setIf(doc, "op", e.Op)
-			setIf(doc, "path", e.Path)
+			if isCheckpointErr(e) {
+				setIf(doc, "checkpoint", e.Path)
+			} else {
+				setIf(doc, "path", e.Path)
+			}
 			setIf(doc, "vault", e.Vault)
 		}
 		setIf(doc, "hint", hint)

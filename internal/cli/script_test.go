@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,9 +20,25 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"avfs": func() {
-			os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+			code := Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+			if f := os.Getenv("AVFS_TEST_HWM"); f != "" {
+				reportPeakMemory(f)
+			}
+			os.Exit(code)
 		},
 	})
+}
+
+// reportPeakMemory writes the process's peak resident memory (VmHWM, in
+// KiB) to file, for TestStreamingMemory. rusage cannot tell it: a child's
+// ru_maxrss starts from its parent's.
+func reportPeakMemory(file string) {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			_ = os.WriteFile(file, []byte(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB"))), 0o644)
+		}
+	}
 }
 
 // TestScripts runs testdata/script/*.txtar, each in its own $AVFS_HOME.
@@ -32,6 +49,8 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("AVFS_HOME", filepath.Join(env.WorkDir, "home"))
 			env.Setenv("AVFS_VAULT", "")
+			// A -race binary otherwise sleeps a second at every exit.
+			env.Setenv("GORACE", "atexit_sleep_ms=0")
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

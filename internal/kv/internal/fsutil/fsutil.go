@@ -23,6 +23,29 @@ func CreateNew(path string) error {
 	return f.Close()
 }
 
+// WriteNew creates path exactly once, as CreateNew, with content data, and
+// makes both the content and the name durable.
+func WriteNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = SyncDir(path)
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
 // SyncDir fsyncs the directory holding path, so a newly created file's
 // directory entry survives a crash along with its contents.
 func SyncDir(path string) error {
