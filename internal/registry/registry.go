@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
@@ -97,9 +98,11 @@ type CreateOptions struct {
 	Quota  vfs.Quota
 }
 
-// Create makes a new, empty vault. The file is built under a temporary
-// name and linked into place, so a crash never leaves a half-made vault
-// under a real name.
+// Create makes a new, empty vault. The engine's file is created at its
+// final name exactly once (so two creators never both win) and the vault
+// is initialised in one transaction; a crash in between leaves an empty
+// file that Open reports as vfs.ErrIncomplete and the next Create of the
+// name replaces.
 func (h *Home) Create(name string, opts CreateOptions) (*vfs.Vault, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
@@ -111,43 +114,66 @@ func (h *Home) Create(name string, opts CreateOptions) (*vfs.Vault, error) {
 		return nil, &errs.Error{Kind: errs.InvalidInput, Op: "vault create", Vault: name,
 			Err: fmt.Errorf("unknown backend %q (have %s)", opts.Engine, strings.Join(engines.Names(), ", "))}
 	}
-	if h.exists(name) {
-		return nil, vaultExists(name)
-	}
-	err := h.build(name, opts.Engine, func(eng kv.Engine) error {
-		_, err := vfs.Create(eng, name, opts.Quota)
-		return err
+	return h.create(name, opts.Engine, func(eng kv.Engine) (*vfs.Vault, error) {
+		return vfs.Create(eng, name, opts.Quota)
 	})
+}
+
+// create makes the engine file of vault name and lets fill initialise it.
+// Creations hold the home's creation lock, so a file found empty while
+// holding it was left by a creator that died, never by one at work.
+func (h *Home) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, error)) (*vfs.Vault, error) {
+	unlock, err := h.lockCreate()
 	if err != nil {
 		return nil, err
 	}
-	return h.Open(name)
+	defer unlock()
+	path := h.Path(name)
+	eng, err := engines.Create(path, engine)
+	if errors.Is(err, fs.ErrExist) && h.removeIncomplete(name) {
+		eng, err = engines.Create(path, engine)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return nil, vaultExists(name)
+	}
+	if err != nil {
+		return nil, &errs.Error{Kind: errs.StorageError, Op: "vault create", Vault: name, Err: err}
+	}
+	v, err := fill(eng)
+	if err != nil {
+		eng.Close()
+		_ = removeVaultFiles(path)
+		return nil, err
+	}
+	return v, nil
 }
 
-// build creates a vault file under a temporary name, lets fill initialise
-// it, and links it into place; VaultExists if the name was taken meanwhile.
-func (h *Home) build(name, engine string, fill func(kv.Engine) error) error {
-	final := h.Path(name)
-	tmp := fmt.Sprintf("%s.tmp-%d-%d", final, os.Getpid(), time.Now().UnixNano())
-	eng, err := engines.Create(tmp, engine)
+// lockCreate takes the home's creation lock (an flock on $AVFS_HOME/.lock,
+// released by the kernel if the process dies).
+func (h *Home) lockCreate() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(h.Dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return &errs.Error{Kind: errs.StorageError, Op: "vault create", Vault: name, Err: err}
+		return nil, &errs.Error{Kind: errs.IoError, Op: "vault create", Err: err}
 	}
-	err = fill(eng)
-	if cerr := eng.Close(); err == nil && cerr != nil {
-		err = &errs.Error{Kind: errs.StorageError, Op: "vault create", Vault: name, Err: cerr}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, &errs.Error{Kind: errs.IoError, Op: "vault create", Err: err}
 	}
-	defer removeVaultFiles(tmp)
-	if err != nil {
-		return err
+	return func() { f.Close() }, nil
+}
+
+// removeIncomplete removes vault file name if its creation never finished,
+// and reports whether it did.
+func (h *Home) removeIncomplete(name string) bool {
+	v, err := h.openAlone(name)
+	if err == nil {
+		v.Close()
+		return false
 	}
-	if err := os.Link(tmp, final); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return vaultExists(name)
-		}
-		return &errs.Error{Kind: errs.IoError, Op: "vault create", Vault: name, Err: err}
+	if !errors.Is(err, vfs.ErrIncomplete) {
+		return false
 	}
-	return nil
+	return removeVaultFiles(h.Path(name)) == nil
 }
 
 // removeVaultFiles removes a vault file and the engine's side files.
@@ -175,22 +201,9 @@ func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
 	path := h.Path(name)
 	eng, err := engines.Open(path)
 	if err != nil {
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return nil, notFound(name)
-		case errors.Is(err, kv.ErrForeign):
-			return nil, &errs.Error{Kind: errs.CorruptVault, Op: "vault open", Vault: name, Path: path, Err: err,
-				Hint: "this file is not an avfs vault"}
-		}
-		return nil, &errs.Error{Kind: errs.KindOf(wrapEngineErr(err)), Op: "vault open", Vault: name, Path: path, Err: err}
+		return nil, h.openErr(name, err)
 	}
-	v, err := vfs.Open(eng, func(parent, id string) (*vfs.Vault, error) {
-		p, err := h.open(parent, id)
-		if errs.Is(err, errs.VaultNotFound) {
-			return nil, &errs.Error{Kind: errs.CorruptVault, Vault: name, Err: fmt.Errorf("parent vault %q is missing", parent)}
-		}
-		return p, err
-	})
+	v, err := vfs.Open(eng, h.opener(name))
 	if err != nil {
 		eng.Close()
 		var e *errs.Error
@@ -205,6 +218,29 @@ func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
 			Err: fmt.Errorf("vault %q was replaced by another vault of the same name", name)}
 	}
 	return v, nil
+}
+
+// opener opens the parents of fork name.
+func (h *Home) opener(name string) vfs.Opener {
+	return func(parent, id string) (*vfs.Vault, error) {
+		p, err := h.open(parent, id)
+		if errs.Is(err, errs.VaultNotFound) {
+			return nil, &errs.Error{Kind: errs.CorruptVault, Vault: name, Err: fmt.Errorf("parent vault %q is missing", parent)}
+		}
+		return p, err
+	}
+}
+
+func (h *Home) openErr(name string, err error) error {
+	path := h.Path(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return notFound(name)
+	case errors.Is(err, kv.ErrForeign):
+		return &errs.Error{Kind: errs.CorruptVault, Op: "vault open", Vault: name, Path: path, Err: err,
+			Hint: "this file is not an avfs vault"}
+	}
+	return &errs.Error{Kind: errs.KindOf(wrapEngineErr(err)), Op: "vault open", Vault: name, Path: path, Err: err}
 }
 
 func wrapEngineErr(err error) error {
@@ -228,28 +264,9 @@ func (h *Home) Fork(src, dst string) (*vfs.Vault, error) {
 		return nil, err
 	}
 	defer parent.Close()
-	if h.exists(dst) {
-		return nil, vaultExists(dst)
-	}
-	// A pin left by a fork that was never finished (or deleted by hand)
-	// would refuse the name: clear it when no such vault exists.
-	if pins, err := parent.Forks(); err == nil {
-		for _, p := range pins {
-			if p.Name == dst {
-				_ = parent.Unpin(dst)
-			}
-		}
-	}
-	err = h.build(dst, parent.Engine().Name(), func(eng kv.Engine) error {
-		return parent.Fork(eng, dst)
+	return h.create(dst, parent.Engine().Name(), func(eng kv.Engine) (*vfs.Vault, error) {
+		return parent.Fork(eng, dst, h.opener(dst))
 	})
-	if err != nil {
-		if !errs.Is(err, errs.VaultExists) {
-			_ = parent.Unpin(dst)
-		}
-		return nil, err
-	}
-	return h.Open(dst)
 }
 
 // Info describes a vault.
@@ -311,10 +328,7 @@ func (h *Home) List() ([]Info, error) {
 func (h *Home) openAlone(name string) (*vfs.Vault, error) {
 	eng, err := engines.Open(h.Path(name))
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, notFound(name)
-		}
-		return nil, &errs.Error{Kind: errs.KindOf(wrapEngineErr(err)), Op: "vault open", Vault: name, Err: err}
+		return nil, h.openErr(name, err)
 	}
 	v, err := vfs.Open(eng, nil)
 	if err != nil {
@@ -325,23 +339,35 @@ func (h *Home) openAlone(name string) (*vfs.Vault, error) {
 }
 
 // Delete removes vault name. A vault that forks stand on is refused with
-// VaultHasForks naming them: delete (or detach) the forks first. A fork's
-// file goes first and its pin in the parent after, so a crash can leave at
-// most a stale pin, which Compact and Fork clear.
+// VaultHasForks naming them: delete the forks first. A fork's file goes
+// first and its pin in the parent after, so a crash can leave at most a
+// stale pin, which Compact clears. A file that is not a readable vault
+// can be deleted when no other vault names it as its parent.
 func (h *Home) Delete(name string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	var forks []string
+	var parent, parentID, selfID string
+	var isFork bool
 	v, err := h.openAlone(name)
-	if err != nil {
-		return err
-	}
-	forks, err := h.liveForks(v)
-	if err != nil {
+	switch {
+	case err == nil:
+		selfID = v.ID()
+		forks, err = h.liveForks(v)
+		if err == nil {
+			parent, parentID, isFork, err = v.Base()
+		}
 		v.Close()
-		return err
-	}
-	parent, parentID, isFork, err := v.Base()
-	path := v.Engine().Path()
-	v.Close()
-	if err != nil {
+		if err != nil {
+			return err
+		}
+	case errs.Is(err, errs.CorruptVault) || errs.Is(err, errs.UnsupportedFormat):
+		// Its pins cannot be read: ask the other vaults instead.
+		if forks, err = h.childrenOf(name); err != nil {
+			return err
+		}
+	default:
 		return err
 	}
 	if len(forks) > 0 {
@@ -350,7 +376,7 @@ func (h *Home) Delete(name string) error {
 			Hint:  "delete the forks first",
 			Extra: map[string]any{"forks": forks}}
 	}
-	if err := removeVaultFiles(path); err != nil {
+	if err := removeVaultFiles(h.Path(name)); err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "vault delete", Vault: name, Err: err}
 	}
 	if cur, _ := h.Current(); cur == name {
@@ -359,12 +385,37 @@ func (h *Home) Delete(name string) error {
 	if isFork {
 		if p, err := h.openAlone(parent); err == nil {
 			if p.ID() == parentID {
-				_ = p.Unpin(name)
+				_ = p.Unpin(name, selfID)
 			}
 			p.Close()
 		}
 	}
 	return nil
+}
+
+// childrenOf returns the vaults whose fork base names vault name.
+func (h *Home) childrenOf(name string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(h.Dir, "vaults"))
+	if err != nil {
+		return nil, &errs.Error{Kind: errs.IoError, Op: "vault list", Err: err}
+	}
+	var out []string
+	for _, e := range entries {
+		other, ok := strings.CutSuffix(e.Name(), Ext)
+		if !ok || other == name || CheckName(other) != nil {
+			continue
+		}
+		v, err := h.openAlone(other)
+		if err != nil {
+			continue
+		}
+		parent, _, isFork, err := v.Base()
+		v.Close()
+		if err == nil && isFork && parent == name {
+			out = append(out, other)
+		}
+	}
+	return out, nil
 }
 
 // liveForks returns the names of v's forks whose files exist, and removes
@@ -377,11 +428,12 @@ func (h *Home) liveForks(v *vfs.Vault) ([]string, error) {
 	var live []string
 	for _, p := range pins {
 		f, err := h.openAlone(p.Name)
-		if err == nil && f.ID() == p.VaultID {
+		switch {
+		case err == nil && f.ID() == p.VaultID:
 			live = append(live, p.Name)
-		} else if errs.Is(err, errs.VaultNotFound) || err == nil {
-			_ = v.Unpin(p.Name)
-		} else {
+		case err == nil, errs.Is(err, errs.VaultNotFound), errors.Is(err, vfs.ErrIncomplete):
+			_ = v.Unpin(p.Name, p.VaultID) // the fork is gone, or the name holds another vault
+		default:
 			live = append(live, p.Name) // present but unreadable: keep it safe
 		}
 		if f != nil {

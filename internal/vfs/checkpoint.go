@@ -224,10 +224,11 @@ func listPins(kt kv.Tx) ([]ForkPin, error) {
 }
 
 // Fork makes child, a new empty engine, a fork of this vault named
-// childName. The parent's top layer is frozen and pinned for the fork
-// first, so a crash can leave at most an unused pin, never a fork standing
-// on an unpinned layer. O(1): nothing is copied.
-func (v *Vault) Fork(child kv.Engine, childName string) error {
+// childName, and returns it open; opener opens its parents. The parent's
+// top layer is frozen and pinned for the fork first, so a crash can leave
+// at most an unused pin, never a fork standing on an unpinned layer. O(1):
+// nothing is copied.
+func (v *Vault) Fork(child kv.Engine, childName string, opener Opener) (*Vault, error) {
 	var pin ForkPin
 	var rec *layerRecord
 	var nextIno uint64
@@ -235,10 +236,6 @@ func (v *Vault) Fork(child kv.Engine, childName string) error {
 	now := v.now()
 	hdr := newHeader(childName, now)
 	err := v.eng.Update(func(kt kv.Tx) error {
-		if _, err := kt.Get(pinKey(childName)); err == nil {
-			return &errs.Error{Kind: errs.VaultExists, Op: "vault fork", Vault: childName,
-				Err: fmt.Errorf("vault %q already has a fork named %q", v.Name(), childName)}
-		}
 		layer, r, err := freezeTop(kt, now)
 		if err != nil {
 			return err
@@ -254,12 +251,14 @@ func (v *Vault) Fork(child kv.Engine, childName string) error {
 		if err := json.Unmarshal(qb, &quota); err != nil {
 			return corruptf("quota record: %v", err)
 		}
+		// A pin of the same name is stale: the registry only forks to a
+		// name that no vault file holds.
 		pin = ForkPin{Name: childName, VaultID: hdr.VaultID, Layer: layer, CreatedAt: now.UTC()}
 		b, _ := json.Marshal(pin)
 		return kt.Put(pinKey(childName), b)
 	})
 	if err != nil {
-		return storageErr("vault fork", v.Name(), err)
+		return nil, storageErr("vault fork", v.Name(), err)
 	}
 	base := &forkBase{VaultID: v.ID(), Name: v.Name(), Layer: pin.Layer}
 	first := layerRecord{Created: now, Bytes: rec.Bytes, Files: rec.Files}
@@ -267,16 +266,28 @@ func (v *Vault) Fork(child kv.Engine, childName string) error {
 		return initFile(kt, hdr, nextIno, 2, quota, base, first)
 	})
 	if err != nil {
-		_ = v.Unpin(childName)
-		return storageErr("vault fork", childName, err)
+		_ = v.Unpin(childName, hdr.VaultID)
+		return nil, storageErr("vault fork", childName, err)
 	}
-	return nil
+	return &Vault{eng: child, hdr: hdr, opener: opener, now: time.Now}, nil
 }
 
-// Unpin removes a fork's pin: the fork was deleted or detached. The layer
+// Unpin removes the pin of fork forkName, when it belongs to the fork with
+// id forkID (any id when forkID is empty): the fork was deleted. The layer
 // it pinned becomes compactable.
-func (v *Vault) Unpin(forkName string) error {
+func (v *Vault) Unpin(forkName, forkID string) error {
 	err := v.eng.Update(func(kt kv.Tx) error {
+		b, err := kt.Get(pinKey(forkName))
+		if errors.Is(err, kv.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var p ForkPin
+		if json.Unmarshal(b, &p) == nil && forkID != "" && p.VaultID != forkID {
+			return nil // the name was forked again since: that pin is live
+		}
 		return kt.Delete(pinKey(forkName))
 	})
 	return storageErr("vault unpin", v.Name(), err)

@@ -82,7 +82,8 @@ type chain struct {
 	segs []seg
 }
 
-// Create initialises an empty vault in a new, empty engine.
+// Create initialises an empty vault in a new, empty engine, in one
+// transaction: until it commits the file holds nothing (ErrIncomplete).
 func Create(eng kv.Engine, name string, quota Quota) (*Vault, error) {
 	now := time.Now()
 	hdr := newHeader(name, now)
@@ -138,17 +139,30 @@ func initFile(kt kv.Tx, hdr Header, nextIno, nextLayer uint64, q Quota, base *fo
 	return kt.Put(layerKey(1), encodeLayer(&first))
 }
 
+// ErrIncomplete marks a vault file whose creation never finished: the
+// engine's file exists but holds nothing. No data can be in it, so the
+// registry may remove it.
+var ErrIncomplete = errors.New("the vault's creation did not finish: the file holds no vault")
+
 // Open opens the vault held by eng, checking its header. opener is used
 // only if the vault is a fork; it may be nil otherwise.
 func Open(eng kv.Engine, opener Opener) (*Vault, error) {
 	v := &Vault{eng: eng, opener: opener, now: time.Now}
 	err := eng.View(func(kt kv.Tx) error {
 		b, err := kt.Get([]byte(headerKey))
-		if err != nil {
-			if errors.Is(err, kv.ErrNotFound) {
-				return &errs.Error{Kind: errs.CorruptVault, Op: "vault open",
-					Err: errors.New("not an avfs vault: the file has no avfs header"), Hint: "the file belongs to another program or was damaged"}
+		if errors.Is(err, kv.ErrNotFound) {
+			empty := true
+			if err := kt.Scan(nil, nil, func(_, _ []byte) (bool, error) { empty = false; return false, nil }); err != nil {
+				return err
 			}
+			if empty {
+				return &errs.Error{Kind: errs.CorruptVault, Op: "vault open", Err: ErrIncomplete,
+					Hint: "delete it and create the vault again"}
+			}
+			return &errs.Error{Kind: errs.CorruptVault, Op: "vault open",
+				Err: errors.New("not an avfs vault: the file has no avfs header"), Hint: "the file belongs to another program or was damaged"}
+		}
+		if err != nil {
 			return err
 		}
 		return checkHeader(b, &v.hdr)

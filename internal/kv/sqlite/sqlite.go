@@ -269,7 +269,9 @@ func (db *DB) reader() (*conn, error) {
 		err = c.prepare()
 	}
 	if err != nil {
-		c.close()
+		if c != nil {
+			c.close()
+		}
 		return nil, err
 	}
 	return c, nil
