@@ -391,23 +391,13 @@ func copyNode(tx *vfs.Tx, at vfs.Attr, dir vfs.Ino, name string, r *copyResult) 
 				return err
 			}
 		}
-		mode, size := at.Mode, at.Size
-		if _, err := tx.SetAttr(cur.Ino, vfs.SetAttr{Mode: &mode, Size: &size}); err != nil {
+		mode := at.Mode
+		if _, err := tx.SetAttr(cur.Ino, vfs.SetAttr{Mode: &mode}); err != nil {
 			return err
 		}
-		buf := make([]byte, min(ioStep, max(int64(at.Size), 1)))
-		for off := int64(0); off < int64(at.Size); {
-			n, err := tx.Read(at.Ino, off, buf)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				break
-			}
-			if _, err := tx.Write(cur.Ino, off, buf[:n]); err != nil {
-				return err
-			}
-			off += int64(n)
+		// The copy shares the source's chunks: no data is read or written.
+		if err := tx.CopyData(at.Ino, cur.Ino); err != nil {
+			return err
 		}
 		r.Bytes += int64(at.Size)
 		return nil

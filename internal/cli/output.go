@@ -15,15 +15,6 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 )
 
-// Kinds the command line adds to those of package errs. Like those, they
-// are part of the JSON contract: added to, never renamed.
-const (
-	// KindConfirmationRequired is a destructive command run without --yes.
-	KindConfirmationRequired errs.Kind = "ConfirmationRequired"
-	// KindInterrupted is a command stopped by a signal.
-	KindInterrupted errs.Kind = "Interrupted"
-)
-
 // ExitCode is one row of the documented, stable exit code table.
 type ExitCode struct {
 	Code    int
@@ -47,8 +38,8 @@ var ExitCodes = []ExitCode{
 	{10, "no vault selected", []errs.Kind{errs.NoActiveVault}},
 	{11, "the operation does not fit what is at the path", []errs.Kind{errs.NotADirectory, errs.NotAFile, errs.NotEmpty, errs.TooManyLinks, errs.CrossDevice}},
 	{12, "the operation is not permitted", []errs.Kind{errs.PermissionDenied}},
-	{13, "a destructive command needs --yes", []errs.Kind{KindConfirmationRequired}},
-	{130, "interrupted by a signal", []errs.Kind{KindInterrupted}},
+	{13, "a destructive command needs --yes", []errs.Kind{errs.ConfirmationRequired}},
+	{130, "interrupted by a signal", []errs.Kind{errs.Interrupted}},
 }
 
 // UsageExitCode is the exit code of a command line that does not parse.
@@ -88,7 +79,7 @@ func (a *app) fail(cmd *cobra.Command, err error) int {
 	kind := errs.KindOf(err)
 	code := exitCode(kind)
 	if errors.Is(err, context.Canceled) {
-		kind, code = KindInterrupted, exitCode(KindInterrupted)
+		kind, code = errs.Interrupted, exitCode(errs.Interrupted)
 	}
 	if usage {
 		kind, code = errs.InvalidInput, UsageExitCode

@@ -393,7 +393,7 @@ on is refused with VaultHasForks, naming them: delete the forks first.`,
 					fmt.Fprintf(a.env.Stderr, "would delete vault %s:\n  file         %s (%s)\n  checkpoints  %d\n",
 						name, r.Path, sizeString(r.FileSize), r.Checkpoints)
 				}
-				return nil, &errs.Error{Kind: KindConfirmationRequired, Op: "vault delete", Vault: name,
+				return nil, &errs.Error{Kind: errs.ConfirmationRequired, Op: "vault delete", Vault: name,
 					Err:   fmt.Errorf("not deleted without --yes (%s, %d checkpoints would go)", sizeString(r.FileSize), r.Checkpoints),
 					Hint:  "run again with --yes to delete it",
 					Extra: map[string]any{"would_delete": r}}

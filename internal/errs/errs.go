@@ -48,6 +48,10 @@ const (
 	// PermissionDenied is an operation the vault's state forbids (for
 	// example writing a frozen layer).
 	PermissionDenied Kind = "PermissionDenied"
+	// ConfirmationRequired is a destructive command run without --yes.
+	ConfirmationRequired Kind = "ConfirmationRequired"
+	// Interrupted is a command stopped by a signal.
+	Interrupted Kind = "Interrupted"
 )
 
 // Error is the one error type avfs returns. Fields other than Kind are

@@ -297,3 +297,24 @@ func TestXattrs(t *testing.T) {
 		})
 	})
 }
+
+func TestCopyDataSharesChunks(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		big := strings.Repeat("0123456789abcdef", vfs.ChunkSize/8) // two chunks
+		f.write("/src", big+"tail")
+		f.write("/dst", "old content")
+		f.update(func(tx *vfs.Tx) error {
+			s, _ := tx.Resolve("/src", true)
+			d, _ := tx.Resolve("/dst", true)
+			return tx.CopyData(s.Ino, d.Ino)
+		})
+		if got := f.read("/dst"); got != big+"tail" {
+			t.Fatalf("copy holds %d bytes, want %d", len(got), len(big)+4)
+		}
+		f.write("/src", "changed")
+		if got := f.read("/dst"); got != big+"tail" {
+			t.Fatal("changing the source changed the copy")
+		}
+	})
+}
