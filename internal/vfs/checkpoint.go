@@ -29,7 +29,8 @@ var checkpointName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 func CheckName(kind, name string) error {
 	if !checkpointName.MatchString(name) {
 		return &errs.Error{Kind: errs.InvalidInput, Path: name,
-			Err: fmt.Errorf("invalid %s name %q: use 1-128 characters of A-Z a-z 0-9 _ . - not starting with - or .", kind, name)}
+			Err:  fmt.Errorf("invalid %s name %q", kind, name),
+			Hint: "use 1-128 characters of A-Z a-z 0-9 _ . -, not starting with - or ."}
 	}
 	return nil
 }
