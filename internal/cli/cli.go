@@ -188,6 +188,7 @@ docs/json-contract.md.`,
 	add("vaults", a.vaultCmd(), a.checkpointCmd(), a.quotaCmd())
 	add("files", a.fileCmds()...)
 	add("files", a.importCmd(), a.exportCmd())
+	add("files", a.mountCmds()...)
 	add("maint", a.fsckCmd(), a.gcCmd(), a.compactCmd(), a.versionCmd(), a.completionCmd())
 	root.SetHelpCommandGroupID("maint")
 	return root

@@ -1,0 +1,300 @@
+package mount
+
+import (
+	"context"
+	"log"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// fsys is what every node of one mount shares: the vault and how it is
+// served.
+type fsys struct {
+	v        *vfs.Vault
+	readonly bool
+	logger   *log.Logger
+	// hostDir is a directory on the host disk beside the vault file: an
+	// unlimited vault reports that disk's free space as its capacity.
+	hostDir string
+}
+
+// node is one inode of the vault as the kernel sees it. Its FUSE inode
+// number is the vault's inode number, so numbers are stable across
+// remounts; go-fuse keeps one node per number, which makes hard links
+// share a node.
+type node struct {
+	fs.Inode
+	fs *fsys
+
+	mu   sync.Mutex
+	last *vfs.Attr // the attributes last reported to the kernel
+}
+
+// remember records the attributes reported for the node.
+func (n *node) remember(a vfs.Attr) {
+	n.mu.Lock()
+	n.last = &a
+	n.mu.Unlock()
+}
+
+// gone answers stat of a node whose inode the vault no longer holds but
+// the kernel still does: a file unlinked while open. It reports the last
+// attributes with no links, as a local disk would. Only stat works on such
+// a file for now: its data went with its last name (keeping it needs an
+// orphan list in the model).
+func (n *node) gone() (vfs.Attr, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.last == nil {
+		return vfs.Attr{}, false
+	}
+	a := *n.last
+	a.Nlink = 0
+	return a, true
+}
+
+func (n *node) ino() vfs.Ino { return vfs.Ino(n.StableAttr().Ino) }
+
+// toErrno is the one place where a model error becomes a FUSE reply. The
+// model's errors are errno-shaped; anything that maps to EIO is unexpected
+// and logged, so a failing vault leaves a trace in the mount's log.
+func (f *fsys) toErrno(op string, err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	e := errs.Errno(err)
+	if e == syscall.EIO && f.logger != nil {
+		f.logger.Printf("%s: %v", op, err)
+	}
+	return e
+}
+
+// view runs fn in a read transaction.
+func (f *fsys) view(op string, fn func(*vfs.Tx) error) syscall.Errno {
+	return f.toErrno(op, f.v.View(fn))
+}
+
+// update runs fn in a write transaction, committed before the reply: the
+// mount writes through, so nothing is lost when the kernel skips the
+// close round trips.
+func (f *fsys) update(op string, fn func(*vfs.Tx) error) syscall.Errno {
+	if f.readonly {
+		return syscall.EROFS
+	}
+	return f.toErrno(op, f.v.Update(fn))
+}
+
+// typeBits is the S_IF* bits of a vault file type.
+func typeBits(t vfs.FileType) uint32 {
+	switch t {
+	case vfs.TypeDir:
+		return syscall.S_IFDIR
+	case vfs.TypeFile:
+		return syscall.S_IFREG
+	case vfs.TypeSymlink:
+		return syscall.S_IFLNK
+	case vfs.TypeFifo:
+		return syscall.S_IFIFO
+	case vfs.TypeSocket:
+		return syscall.S_IFSOCK
+	case vfs.TypeChar:
+		return syscall.S_IFCHR
+	case vfs.TypeBlock:
+		return syscall.S_IFBLK
+	}
+	return 0
+}
+
+// fileType is the vault file type of S_IF* mode bits; 0 when unknown.
+func fileType(mode uint32) vfs.FileType {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return vfs.TypeDir
+	case syscall.S_IFREG:
+		return vfs.TypeFile
+	case syscall.S_IFLNK:
+		return vfs.TypeSymlink
+	case syscall.S_IFIFO:
+		return vfs.TypeFifo
+	case syscall.S_IFSOCK:
+		return vfs.TypeSocket
+	case syscall.S_IFCHR:
+		return vfs.TypeChar
+	case syscall.S_IFBLK:
+		return vfs.TypeBlock
+	}
+	return 0
+}
+
+// blockSize is the I/O size stat reports: one chunk, so tools that copy
+// in st_blksize units write whole chunks.
+const blockSize = vfs.ChunkSize
+
+func fillAttr(a vfs.Attr, out *fuse.Attr) {
+	out.Ino = uint64(a.Ino)
+	out.Size = a.Size
+	out.Blocks = (a.Size + 511) / 512
+	out.Mode = typeBits(a.Type) | a.Mode&0o7777
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Rdev = a.Rdev
+	out.Blksize = blockSize
+	out.SetTimes(&a.Atime, &a.Mtime, &a.Ctime)
+}
+
+// child returns the node for a, creating it if the kernel does not know
+// it yet, and fills the entry reply.
+func (n *node) child(ctx context.Context, a vfs.Attr, out *fuse.EntryOut) *fs.Inode {
+	fillAttr(a, &out.Attr)
+	in := n.NewInode(ctx, &node{fs: n.fs}, fs.StableAttr{Mode: typeBits(a.Type), Ino: uint64(a.Ino)})
+	if c, ok := in.Operations().(*node); ok {
+		c.remember(a)
+	}
+	return in
+}
+
+// caller is the uid and gid of the process behind a request.
+func caller(ctx context.Context) (uid, gid uint32) {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Uid, c.Gid
+	}
+	return 0, 0
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	var a vfs.Attr
+	errno := n.fs.view("lookup", func(tx *vfs.Tx) (err error) {
+		a, err = tx.Lookup(n.ino(), name)
+		return err
+	})
+	if errno != 0 {
+		return nil, errno
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Getattr(ctx context.Context, _ fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	var a vfs.Attr
+	errno := n.fs.view("getattr", func(tx *vfs.Tx) (err error) {
+		a, err = tx.GetAttr(n.ino())
+		return err
+	})
+	if errno == syscall.ENOENT {
+		if g, ok := n.gone(); ok {
+			a, errno = g, 0
+		}
+	}
+	if errno == 0 {
+		n.remember(a)
+		fillAttr(a, &out.Attr)
+	}
+	return errno
+}
+
+func (n *node) Setattr(ctx context.Context, _ fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	var s vfs.SetAttr
+	if m, ok := in.GetMode(); ok {
+		s.Mode = &m
+	}
+	if uid, ok := in.GetUID(); ok {
+		s.Uid = &uid
+	}
+	if gid, ok := in.GetGID(); ok {
+		s.Gid = &gid
+	}
+	if size, ok := in.GetSize(); ok {
+		s.Size = &size
+	}
+	if t, ok := in.GetATime(); ok {
+		s.Atime = &t
+	}
+	if t, ok := in.GetMTime(); ok {
+		s.Mtime = &t
+	}
+	var a vfs.Attr
+	errno := n.fs.update("setattr", func(tx *vfs.Tx) (err error) {
+		a, err = tx.SetAttr(n.ino(), s)
+		return err
+	})
+	if errno == 0 {
+		n.remember(a)
+		fillAttr(a, &out.Attr)
+	}
+	return errno
+}
+
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	var ents []vfs.DirEntry
+	errno := n.fs.view("readdir", func(tx *vfs.Tx) (err error) {
+		ents, err = tx.ReadDir(n.ino())
+		return err
+	})
+	if errno != 0 {
+		return nil, errno
+	}
+	out := make([]fuse.DirEntry, len(ents))
+	for i, e := range ents {
+		out[i] = fuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: typeBits(e.Type)}
+	}
+	return fs.NewListDirStream(out), 0
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	var target string
+	errno := n.fs.view("readlink", func(tx *vfs.Tx) (err error) {
+		target, err = tx.Readlink(n.ino())
+		return err
+	})
+	return []byte(target), errno
+}
+
+// Statfs reports the quota as the capacity; an unlimited vault reports
+// the free space of the disk that holds it.
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var u vfs.Usage
+	var q vfs.Quota
+	errno := n.fs.view("statfs", func(tx *vfs.Tx) (err error) {
+		if u, err = tx.Usage(); err != nil {
+			return err
+		}
+		q, err = tx.Quota()
+		return err
+	})
+	if errno != 0 {
+		return errno
+	}
+	const bsize = 4096
+	out.Bsize, out.Frsize, out.NameLen = bsize, bsize, vfs.NameMax
+	used := (uint64(max(u.Bytes, 0)) + bsize - 1) / bsize
+	var host syscall.Statfs_t
+	hostOK := n.fs.hostDir != "" && syscall.Statfs(n.fs.hostDir, &host) == nil
+	if q.MaxSizeMB > 0 {
+		out.Blocks = uint64(q.MaxSizeMB) << 20 / bsize
+		out.Bfree = out.Blocks - min(used, out.Blocks)
+	} else if hostOK {
+		out.Bfree = host.Bavail * uint64(host.Bsize) / bsize
+		out.Blocks = out.Bfree + used
+	} else {
+		out.Blocks, out.Bfree = 1<<40, 1<<40-used
+	}
+	out.Bavail = out.Bfree
+	files := uint64(max(u.Files, 0))
+	if q.MaxFiles > 0 {
+		out.Files = uint64(q.MaxFiles)
+		out.Ffree = out.Files - min(files, out.Files)
+	} else {
+		out.Files, out.Ffree = 1<<32, 1<<32-files
+	}
+	return 0
+}
+
+// timeouts: the mount is its vault's only writer, so what the kernel
+// caches stays true until the mount itself changes it.
+const cacheTimeout = time.Hour

@@ -1,0 +1,109 @@
+package mount
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// create makes a new inode under n with mk and returns its node.
+func (n *node) create(ctx context.Context, op string, out *fuse.EntryOut, mk func(tx *vfs.Tx, uid, gid uint32) (vfs.Attr, error)) (*fs.Inode, syscall.Errno) {
+	uid, gid := caller(ctx)
+	var a vfs.Attr
+	errno := n.fs.update(op, func(tx *vfs.Tx) (err error) {
+		a, err = mk(tx, uid, gid)
+		return err
+	})
+	if errno != 0 {
+		return nil, errno
+	}
+	return n.child(ctx, a, out), 0
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.create(ctx, "mkdir", out, func(tx *vfs.Tx, uid, gid uint32) (vfs.Attr, error) {
+		return tx.Mkdir(n.ino(), name, mode&0o7777, uid, gid)
+	})
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	typ := fileType(mode)
+	if typ == 0 || typ == vfs.TypeSymlink || typ == vfs.TypeDir {
+		return nil, syscall.EINVAL
+	}
+	return n.create(ctx, "mknod", out, func(tx *vfs.Tx, uid, gid uint32) (vfs.Attr, error) {
+		return tx.Mknod(n.ino(), name, vfs.NewNode{Type: typ, Mode: mode & 0o7777, Uid: uid, Gid: gid, Rdev: dev})
+	})
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return n.create(ctx, "symlink", out, func(tx *vfs.Tx, uid, gid uint32) (vfs.Attr, error) {
+		return tx.Symlink(n.ino(), name, target, uid, gid)
+	})
+}
+
+// Create makes a regular file. The kernel sends it only for a name it
+// believes absent; should the name exist after all, a create without
+// O_EXCL opens the existing file, as open(2) would.
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	uid, gid := caller(ctx)
+	var a vfs.Attr
+	errno := n.fs.update("create", func(tx *vfs.Tx) (err error) {
+		a, err = tx.Create(n.ino(), name, mode&0o7777, uid, gid)
+		if errno := n.fs.toErrno("create", err); errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+			if a, err = tx.Lookup(n.ino(), name); err != nil {
+				return err
+			}
+			if a.Type == vfs.TypeDir {
+				return syscall.EISDIR
+			}
+			if flags&syscall.O_TRUNC != 0 && a.Type == vfs.TypeFile {
+				zero := uint64(0)
+				a, err = tx.SetAttr(a.Ino, vfs.SetAttr{Size: &zero})
+			}
+		}
+		return err
+	})
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return n.child(ctx, a, out), nil, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	return n.create(ctx, "link", out, func(tx *vfs.Tx, _, _ uint32) (vfs.Attr, error) {
+		return tx.Link(t.ino(), n.ino(), name)
+	})
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	return n.fs.update("unlink", func(tx *vfs.Tx) error {
+		return tx.Unlink(n.ino(), name)
+	})
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return n.fs.update("rmdir", func(tx *vfs.Tx) error {
+		return tx.Rmdir(n.ino(), name)
+	})
+}
+
+// Rename supports RENAME_NOREPLACE and RENAME_EXCHANGE; other flags
+// (RENAME_WHITEOUT) are EINVAL, as the model refuses them.
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	return n.fs.update("rename", func(tx *vfs.Tx) error {
+		return tx.Rename(n.ino(), name, np.ino(), newName, flags)
+	})
+}

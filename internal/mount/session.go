@@ -1,0 +1,352 @@
+// Package mount serves a vault as a POSIX directory over FUSE (go-fuse v2).
+//
+// The nodes (node*.go) are thin clients of the filesystem model in package
+// vfs: every FUSE request is one vault transaction, and the vault's inode
+// numbers are the FUSE inode numbers, so they are stable across remounts.
+// The mount is the vault's only writer, so the kernel is told to cache
+// entries and attributes for long, keep file pages across opens, and skip
+// the OPEN, RELEASE and FLUSH round trips altogether.
+//
+// A Session is one mount, driven as an explicit state machine:
+//
+//	validating → mounting → mounted → unmounting → unmounted
+//	      ╰──────────┴────────────────────┴──────→ failed
+//
+// While a session is mounted read-write it holds the vault's writer lock
+// (lock.go) and a record under $AVFS_HOME/mounts/ (record.go) that
+// `avfs mounts` lists. The CLI serves a session from its own process
+// (`avfs mount --foreground`), never from the one that runs the user's
+// command.
+package mount
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// State is where a Session is in its life.
+type State int
+
+// The states of a Session.
+const (
+	Validating State = iota
+	Mounting
+	Mounted
+	Unmounting
+	Unmounted
+	Failed
+)
+
+func (s State) String() string {
+	return [...]string{"validating", "mounting", "mounted", "unmounting", "unmounted", "failed"}[s]
+}
+
+// Kinds of failure the mount adds to package errs. Like those they are
+// part of the JSON contract: added to, never renamed.
+const (
+	// NotMounted is an unmount of a directory that holds no avfs mount.
+	NotMounted errs.Kind = "NotMounted"
+	// MountBusy is an unmount refused because files in the mount are in
+	// use.
+	MountBusy errs.Kind = "MountBusy"
+	// MountFailed is a mount the kernel or the serving process refused.
+	MountFailed errs.Kind = "MountFailed"
+)
+
+// Options describe one mount.
+type Options struct {
+	Home       *registry.Home
+	Vault      string
+	Mountpoint string
+	ReadOnly   bool
+	// Log receives the mount's diagnostics (unexpected vault errors);
+	// nil discards them.
+	Log io.Writer
+	// Debug logs every FUSE request to Log.
+	Debug bool
+}
+
+// Session is one mount of a vault.
+type Session struct {
+	opts Options
+
+	mu     sync.Mutex
+	state  State
+	err    error // why it failed
+	v      *vfs.Vault
+	server *fuse.Server
+	lock   *writerLock
+	rec    *record
+	done   chan struct{} // closed once the session is unmounted or failed
+}
+
+// New returns a session in state Validating. Nothing happens until Mount.
+func New(opts Options) *Session {
+	return &Session{opts: opts, state: Validating, done: make(chan struct{})}
+}
+
+// State is the session's current state.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Mountpoint is the absolute, clean directory the session mounts on (once
+// Mount has validated it).
+func (s *Session) Mountpoint() string { return s.opts.Mountpoint }
+
+// Vault is the mounted vault (nil before Mount succeeds).
+func (s *Session) Vault() *vfs.Vault { return s.v }
+
+func (s *Session) set(to State) {
+	s.mu.Lock()
+	s.state = to
+	s.mu.Unlock()
+}
+
+// fail releases whatever the session holds and records err.
+func (s *Session) fail(err error) error {
+	s.release()
+	s.mu.Lock()
+	s.state, s.err = Failed, err
+	s.mu.Unlock()
+	close(s.done)
+	return err
+}
+
+// Mount validates the options, takes the vault's locks, opens the vault and
+// mounts it; when it returns nil the mountpoint serves the vault (the
+// kernel has answered the mount's first request). It may be called once.
+func (s *Session) Mount() error {
+	s.mu.Lock()
+	if s.state != Validating {
+		st := s.state
+		s.mu.Unlock()
+		return &errs.Error{Kind: errs.InvalidInput, Op: "mount", Err: fmt.Errorf("session is %s, not validating", st)}
+	}
+	s.mu.Unlock()
+	if err := s.validate(); err != nil {
+		return s.fail(err)
+	}
+	s.set(Mounting)
+	if err := s.mount(); err != nil {
+		return s.fail(err)
+	}
+	s.set(Mounted)
+	go s.serve()
+	return nil
+}
+
+func (s *Session) validate() error {
+	o := &s.opts
+	if o.Home == nil {
+		return errs.New(errs.InvalidInput, "mount", "no avfs home")
+	}
+	if err := registry.CheckName(o.Vault); err != nil {
+		return err
+	}
+	mnt, err := CleanMountpoint(o.Mountpoint)
+	if err != nil {
+		return err
+	}
+	o.Mountpoint = mnt
+	fi, err := os.Stat(mnt)
+	if err != nil {
+		return &errs.Error{Kind: errs.NotFound, Op: "mount", Path: mnt, Err: err, Hint: "create the directory first"}
+	}
+	if !fi.IsDir() {
+		return &errs.Error{Kind: errs.NotADirectory, Op: "mount", Path: mnt, Err: errors.New("mountpoint is not a directory")}
+	}
+	if isMountpoint(mnt) {
+		return &errs.Error{Kind: errs.AlreadyExists, Op: "mount", Path: mnt, Err: errors.New("something is already mounted there"),
+			Hint: "unmount it first (`avfs unmount " + mnt + "`)"}
+	}
+	return nil
+}
+
+// CleanMountpoint is the absolute path of dir with symlinks resolved, as
+// the kernel's mount table names it.
+func CleanMountpoint(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", &errs.Error{Kind: errs.InvalidPath, Op: "mount", Path: dir, Err: err}
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	return abs, nil
+}
+
+func (s *Session) mount() error {
+	o := s.opts
+	var err error
+	if !o.ReadOnly {
+		if s.lock, err = lockWriter(o.Home, o.Vault, o.Mountpoint); err != nil {
+			return err
+		}
+	}
+	if s.rec, err = createRecord(o.Home, Info{Vault: o.Vault, Mountpoint: o.Mountpoint,
+		PID: os.Getpid(), ReadOnly: o.ReadOnly, StartedAt: time.Now().UTC()}); err != nil {
+		return err
+	}
+	if s.v, err = o.Home.Open(o.Vault); err != nil {
+		return err
+	}
+	logw := o.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	logger := log.New(logw, "avfs mount: ", log.LstdFlags)
+	f := &fsys{v: s.v, readonly: o.ReadOnly, logger: logger, hostDir: filepath.Dir(o.Home.Path(o.Vault))}
+	timeout := cacheTimeout
+	fopts := &fs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		RootStableAttr:  &fs.StableAttr{Ino: uint64(vfs.RootIno)},
+		Logger:          logger,
+		MountOptions: fuse.MountOptions{
+			FsName:            "avfs:" + o.Vault,
+			Name:              "avfs",
+			DirectMount:       true,
+			DirectMountStrict: true,
+			AllowOther:        os.Geteuid() == 0,
+			// The kernel checks permissions against the mode bits, as
+			// on a local disk.
+			Options: []string{"default_permissions"},
+			// READDIRPLUS would cost a vault lookup per entry on every
+			// listing; the kernel already holds the entries it needs.
+			DisableReadDirPlus: true,
+			MaxWrite:           1 << 20,
+			MaxReadAhead:       1 << 20,
+			Debug:              o.Debug,
+			Logger:             logger,
+		},
+	}
+	if o.ReadOnly {
+		fopts.DirectMountFlags = syscall.MS_RDONLY
+	}
+	root := &node{fs: f}
+	server, err := fs.Mount(o.Mountpoint, root, fopts)
+	if err != nil {
+		return &errs.Error{Kind: MountFailed, Op: "mount", Path: o.Mountpoint, Vault: o.Vault, Err: err,
+			Hint: "mounting needs root (or CAP_SYS_ADMIN) and /dev/fuse"}
+	}
+	s.server = server
+	if !isMountpoint(o.Mountpoint) {
+		_ = server.Unmount()
+		return &errs.Error{Kind: MountFailed, Op: "mount", Path: o.Mountpoint, Vault: o.Vault,
+			Err: errors.New("the mount did not appear in the mount table")}
+	}
+	return nil
+}
+
+// serve waits for the FUSE loop to end (an unmount, by this session or
+// from outside) and releases everything.
+func (s *Session) serve() {
+	s.server.Wait()
+	s.release()
+	s.mu.Lock()
+	if s.state != Failed {
+		s.state = Unmounted
+	}
+	s.mu.Unlock()
+	close(s.done)
+}
+
+// release closes the vault, then gives up the record and the writer lock,
+// in that order: once the lock is free, the vault is closed.
+func (s *Session) release() {
+	if s.v != nil {
+		if err := s.v.Close(); err != nil && s.opts.Log != nil {
+			fmt.Fprintf(s.opts.Log, "avfs mount: closing vault: %v\n", err)
+		}
+	}
+	if s.rec != nil {
+		s.rec.remove()
+	}
+	if s.lock != nil {
+		s.lock.release()
+	}
+}
+
+// Unmount unmounts the session and waits until it is released. lazy
+// detaches the mount even while files in it are in use (MNT_DETACH); the
+// session then ends when the last of them is closed. Unmounting a session
+// that is unmounting or unmounted waits for it and returns nil; one that
+// never mounted is an error.
+func (s *Session) Unmount(lazy bool) error {
+	s.mu.Lock()
+	switch s.state {
+	case Validating, Mounting:
+		s.mu.Unlock()
+		return &errs.Error{Kind: NotMounted, Op: "unmount", Path: s.opts.Mountpoint, Err: errors.New("not mounted yet")}
+	case Failed:
+		err := s.err
+		s.mu.Unlock()
+		return err
+	case Unmounting, Unmounted:
+		s.mu.Unlock()
+		<-s.done
+		return nil
+	}
+	s.state = Unmounting
+	s.mu.Unlock()
+	if err := unmount(s.opts.Mountpoint, lazy); err != nil {
+		s.mu.Lock()
+		if s.state == Unmounting {
+			s.state = Mounted
+		}
+		s.mu.Unlock()
+		return err
+	}
+	<-s.done
+	return nil
+}
+
+// Wait blocks until the session is unmounted (by Unmount or from outside)
+// and returns the failure, if it failed.
+func (s *Session) Wait() error {
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Done is closed when the session ends.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// unmount unmounts dir: EBUSY becomes MountBusy, EINVAL (not a mount
+// point) NotMounted.
+func unmount(dir string, lazy bool) error {
+	flags := 0
+	if lazy {
+		flags = syscall.MNT_DETACH
+	}
+	err := syscall.Unmount(dir, flags)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.EBUSY):
+		return &errs.Error{Kind: MountBusy, Op: "unmount", Path: dir, Err: err,
+			Hint: "close the files in use, or pass --lazy"}
+	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENOENT):
+		return &errs.Error{Kind: NotMounted, Op: "unmount", Path: dir, Err: errors.New("no mount at this directory")}
+	}
+	return &errs.Error{Kind: errs.IoError, Op: "unmount", Path: dir, Err: err}
+}

@@ -1,0 +1,233 @@
+package mount_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/cli"
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/mount"
+)
+
+func TestSessionStates(t *testing.T) {
+	f := mountVault(t, "sqlite", false)
+	if st := f.s.State(); st != mount.Mounted {
+		t.Fatalf("state %v, want mounted", st)
+	}
+	if err := os.WriteFile(filepath.Join(f.mnt, "a"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// A second read-write mount of the vault is refused, naming the first.
+	other := mount.New(mount.Options{Home: f.home, Vault: f.name, Mountpoint: t.TempDir()})
+	err := other.Mount()
+	var e *errs.Error
+	if !errs.Is(err, errs.VaultLocked) || !errors.As(err, &e) || e.Extra["mountpoint"] != f.mnt {
+		t.Fatalf("second rw mount: %v, want VaultLocked naming %s", err, f.mnt)
+	}
+	if other.State() != mount.Failed {
+		t.Errorf("state %v, want failed", other.State())
+	}
+	if err := mount.CheckWriter(f.home, f.name); !errs.Is(err, errs.VaultLocked) {
+		t.Errorf("CheckWriter: %v", err)
+	}
+
+	// Read-only mounts may join, see committed state and refuse writes.
+	ro := mountOn(t, f.home, f.name, t.TempDir(), true)
+	if b, err := os.ReadFile(filepath.Join(ro.mnt, "a")); err != nil || string(b) != "x" {
+		t.Errorf("read-only mount reads %q, %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(ro.mnt, "b"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write in a read-only mount: %v, want EROFS", err)
+	}
+
+	// Mounting twice on one directory is refused.
+	if err := mount.New(mount.Options{Home: f.home, Vault: f.name, Mountpoint: ro.mnt, ReadOnly: true}).Mount(); !errs.Is(err, errs.AlreadyExists) {
+		t.Errorf("mount on a mountpoint: %v, want AlreadyExists", err)
+	}
+
+	if err := f.s.Unmount(false); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.s.State(); st != mount.Unmounted {
+		t.Errorf("state %v, want unmounted", st)
+	}
+	if err := f.s.Unmount(false); err != nil {
+		t.Errorf("second unmount: %v", err)
+	}
+	if mount.IsAvfsMount(f.mnt) {
+		t.Error("still mounted")
+	}
+	if err := mount.CheckWriter(f.home, f.name); err != nil {
+		t.Errorf("writer lock still held: %v", err)
+	}
+}
+
+func TestSessionValidation(t *testing.T) {
+	canMount(t)
+	h, name := newVault(t, "sqlite")
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		vault, mnt string
+		kind       errs.Kind
+	}{
+		{name, file, errs.NotADirectory},
+		{name, filepath.Join(file, "nope"), errs.NotFound},
+		{"missing", t.TempDir(), errs.VaultNotFound},
+		{"../bad", t.TempDir(), errs.InvalidInput},
+	} {
+		s := mount.New(mount.Options{Home: h, Vault: c.vault, Mountpoint: c.mnt})
+		if err := s.Mount(); !errs.Is(err, c.kind) {
+			t.Errorf("mount %s on %s: %v, want %s", c.vault, c.mnt, err, c.kind)
+		}
+		if s.State() != mount.Failed {
+			t.Errorf("state %v, want failed", s.State())
+		}
+		if err := s.Unmount(false); err == nil {
+			t.Error("unmount of a failed session succeeded")
+		}
+	}
+	// A failed mount leaves no lock behind.
+	ok := mountOn(t, h, name, t.TempDir(), false)
+	_ = ok
+}
+
+// avfs runs the command line in-process with home as $AVFS_HOME.
+func avfs(t *testing.T, home string, args ...string) (int, map[string]any) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := cli.Run(context.Background(), append(args, "--json"), cli.Env{
+		Stdout: &out, Stderr: &errOut,
+		Getenv: func(k string) string {
+			if k == "AVFS_HOME" {
+				return home
+			}
+			return ""
+		},
+	})
+	var doc map[string]any
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("avfs %v: %v\n%s%s", args, err, out.String(), errOut.String())
+	}
+	return code, doc
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestCLIMount runs avfs mount, mounts and unmount as a user would: the
+// mount served by its own process.
+func TestCLIMount(t *testing.T) {
+	canMount(t)
+	home := t.TempDir()
+	if code, doc := avfs(t, home, "vault", "create", "v", "--use"); code != 0 {
+		t.Fatal(doc)
+	}
+	mnt, _ := mount.CleanMountpoint(t.TempDir())
+	code, doc := avfs(t, home, "mount", mnt)
+	if code != 0 {
+		t.Fatalf("mount: %v", doc)
+	}
+	t.Cleanup(func() {
+		if mount.IsAvfsMount(mnt) {
+			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	pid := int(doc["pid"].(float64))
+	if doc["vault"] != "v" || doc["mountpoint"] != mnt || doc["readonly"] != false || pid == os.Getpid() {
+		t.Errorf("mount printed %v", doc)
+	}
+	if !mount.IsAvfsMount(mnt) {
+		t.Fatal("not mounted after avfs mount returned")
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "hello"), []byte("world"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	code, doc = avfs(t, home, "mount", "v", t.TempDir())
+	if code != 6 || doc["error"] != "VaultLocked" || doc["mountpoint"] != mnt {
+		t.Errorf("second rw mount: exit %d %v", code, doc)
+	}
+	code, doc = avfs(t, home, "mounts")
+	if ms, _ := doc["mounts"].([]any); code != 0 || len(ms) != 1 || ms[0].(map[string]any)["live"] != true {
+		t.Errorf("mounts: %v", doc)
+	}
+
+	if code, doc = avfs(t, home, "unmount", mnt); code != 0 {
+		t.Fatalf("unmount: %v", doc)
+	}
+	if mount.IsAvfsMount(mnt) {
+		t.Error("still mounted after unmount returned")
+	}
+	waitFor(t, "the server to exit", func() bool { return !alive(pid) })
+	if code, doc = avfs(t, home, "unmount", mnt); code == 0 || doc["error"] != "NotMounted" {
+		t.Errorf("second unmount: %v", doc)
+	}
+	if code, doc = avfs(t, home, "cat", "/hello"); code != 0 {
+		t.Errorf("cat after unmount: %v", doc)
+	}
+
+	// SIGTERM unmounts and exits.
+	code, doc = avfs(t, home, "mount", mnt)
+	if code != 0 {
+		t.Fatalf("mount: %v", doc)
+	}
+	pid = int(doc["pid"].(float64))
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "SIGTERM to unmount", func() bool { return !alive(pid) && !mount.IsAvfsMount(mnt) })
+	if _, doc = avfs(t, home, "mounts"); len(doc["mounts"].([]any)) != 0 {
+		t.Errorf("record left after SIGTERM: %v", doc)
+	}
+
+	// A server killed outright leaves a dead mount that --prune clears.
+	code, doc = avfs(t, home, "mount", mnt)
+	if code != 0 {
+		t.Fatalf("mount: %v", doc)
+	}
+	pid = int(doc["pid"].(float64))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the server to die", func() bool { return !alive(pid) })
+	_, doc = avfs(t, home, "mounts")
+	if ms := doc["mounts"].([]any); len(ms) != 1 || ms[0].(map[string]any)["live"] != false {
+		t.Errorf("mounts after SIGKILL: %v", doc)
+	}
+	if code, doc = avfs(t, home, "mounts", "--prune"); code != 0 || len(doc["mounts"].([]any)) != 0 || len(doc["pruned"].([]any)) != 1 {
+		t.Errorf("mounts --prune: %v", doc)
+	}
+	if mount.IsAvfsMount(mnt) {
+		t.Error("dead mount still attached after --prune")
+	}
+	// The vault is writable again and consistent.
+	if code, doc = avfs(t, home, "fsck"); code != 0 {
+		t.Errorf("fsck: %v", doc)
+	}
+	if code, doc = avfs(t, home, "mount", mnt, "--readonly"); code != 0 {
+		t.Fatalf("remount: %v", doc)
+	}
+	if code, doc = avfs(t, home, "unmount", mnt); code != 0 {
+		t.Errorf("unmount: %v", doc)
+	}
+}
