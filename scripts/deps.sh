@@ -7,6 +7,7 @@ command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v tar >/dev/null 2>&1 || need+=(tar)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "avfs: missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -232,7 +233,14 @@ func (a *app) home() (*registry.Home, error) {
 	if err != nil {
 		return nil, err
 	}
-	return registry.Open(dir)
+	h, err := registry.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	// While a vault is mounted read-write its serving process is its only
+	// writer: writes from here get VaultLocked naming the mountpoint.
+	h.WriteGuard = func(vault string) error { return mount.CheckWriter(h, vault) }
+	return h, nil
 }
 
 // vaultName is the vault a command works on: --vault, else $AVFS_VAULT,

@@ -195,6 +195,7 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, read
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	h.WriteGuard = nil // this process is the vault's writer
 	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: readonly, Log: a.env.Stderr})
 	if err := s.Mount(); err != nil {
 		report(failureMsg(err))

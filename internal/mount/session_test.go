@@ -167,6 +167,15 @@ func TestCLIMount(t *testing.T) {
 	if code != 6 || doc["error"] != "VaultLocked" || doc["mountpoint"] != mnt {
 		t.Errorf("second rw mount: exit %d %v", code, doc)
 	}
+	// The serving process is the vault's only writer: CLI writes are
+	// refused naming the mountpoint, CLI reads see what the mount wrote.
+	code, doc = avfs(t, home, "write", "/other", "x")
+	if code != 6 || doc["error"] != "VaultLocked" || doc["mountpoint"] != mnt {
+		t.Errorf("CLI write to a mounted vault: exit %d %v", code, doc)
+	}
+	if code, doc = avfs(t, home, "stat", "/hello"); code != 0 || doc["size"] != float64(5) {
+		t.Errorf("CLI read of a mounted vault: exit %d %v", code, doc)
+	}
 	code, doc = avfs(t, home, "mounts")
 	if ms, _ := doc["mounts"].([]any); code != 0 || len(ms) != 1 || ms[0].(map[string]any)["live"] != true {
 		t.Errorf("mounts: %v", doc)

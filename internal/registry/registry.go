@@ -42,6 +42,32 @@ func CheckName(name string) error {
 // Home is an avfs home directory.
 type Home struct {
 	Dir string
+	// WriteGuard, when set, is asked before every write transaction on a
+	// vault opened through this Home; its error (such as VaultLocked while
+	// another process serves the vault read-write) refuses the write. The
+	// serving process itself opens its vault through a Home without one.
+	WriteGuard func(vault string) error
+}
+
+// guarded is an engine whose write transactions first ask a guard.
+type guarded struct {
+	kv.Engine
+	guard func() error
+}
+
+func (g guarded) Update(fn func(kv.Tx) error) error {
+	if err := g.guard(); err != nil {
+		return err
+	}
+	return g.Engine.Update(fn)
+}
+
+// guard wraps eng with the Home's WriteGuard for vault name.
+func (h *Home) guard(name string, eng kv.Engine) kv.Engine {
+	if h.WriteGuard == nil {
+		return eng
+	}
+	return guarded{Engine: eng, guard: func() error { return h.WriteGuard(name) }}
 }
 
 // DefaultDir is $AVFS_HOME, else ~/.avfs.
@@ -203,7 +229,7 @@ func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
 	if err != nil {
 		return nil, h.openErr(name, err)
 	}
-	v, err := vfs.Open(eng, h.opener(name))
+	v, err := vfs.Open(h.guard(name, eng), h.opener(name))
 	if err != nil {
 		eng.Close()
 		var e *errs.Error
@@ -330,7 +356,7 @@ func (h *Home) openAlone(name string) (*vfs.Vault, error) {
 	if err != nil {
 		return nil, h.openErr(name, err)
 	}
-	v, err := vfs.Open(eng, nil)
+	v, err := vfs.Open(h.guard(name, eng), nil)
 	if err != nil {
 		eng.Close()
 		return nil, err
