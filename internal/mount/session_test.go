@@ -176,6 +176,17 @@ func TestCLIMount(t *testing.T) {
 	if code, doc = avfs(t, home, "stat", "/hello"); code != 0 || doc["size"] != float64(5) {
 		t.Errorf("CLI read of a mounted vault: exit %d %v", code, doc)
 	}
+	// Saving a checkpoint keeps the working state as it is: allowed, and
+	// the mount goes on writing into the new top layer.
+	if code, doc = avfs(t, home, "checkpoint", "save", "while-mounted"); code != 0 {
+		t.Errorf("checkpoint save of a mounted vault: %v", doc)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "after"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, doc = avfs(t, home, "checkpoint", "diff", "while-mounted"); code != 0 || len(doc["changes"].([]any)) != 1 {
+		t.Errorf("diff after a checkpoint of a mounted vault: %v", doc)
+	}
 	code, doc = avfs(t, home, "mounts")
 	if ms, _ := doc["mounts"].([]any); code != 0 || len(ms) != 1 || ms[0].(map[string]any)["live"] != true {
 		t.Errorf("mounts: %v", doc)

@@ -42,32 +42,20 @@ func CheckName(name string) error {
 // Home is an avfs home directory.
 type Home struct {
 	Dir string
-	// WriteGuard, when set, is asked before every write transaction on a
-	// vault opened through this Home; its error (such as VaultLocked while
-	// another process serves the vault read-write) refuses the write. The
-	// serving process itself opens its vault through a Home without one.
+	// WriteGuard, when set, is asked before every change of the working
+	// state of a vault opened through this Home (see Vault.SetWriteGuard);
+	// its error (such as VaultLocked while another process serves the vault
+	// read-write) refuses the change. The serving process itself opens its
+	// vault through a Home without one.
 	WriteGuard func(vault string) error
 }
 
-// guarded is an engine whose write transactions first ask a guard.
-type guarded struct {
-	kv.Engine
-	guard func() error
-}
-
-func (g guarded) Update(fn func(kv.Tx) error) error {
-	if err := g.guard(); err != nil {
-		return err
+// guard gives v the Home's WriteGuard for vault name.
+func (h *Home) guard(name string, v *vfs.Vault) *vfs.Vault {
+	if h.WriteGuard != nil {
+		v.SetWriteGuard(func() error { return h.WriteGuard(name) })
 	}
-	return g.Engine.Update(fn)
-}
-
-// guard wraps eng with the Home's WriteGuard for vault name.
-func (h *Home) guard(name string, eng kv.Engine) kv.Engine {
-	if h.WriteGuard == nil {
-		return eng
-	}
-	return guarded{Engine: eng, guard: func() error { return h.WriteGuard(name) }}
+	return v
 }
 
 // DefaultDir is $AVFS_HOME, else ~/.avfs.
@@ -229,7 +217,7 @@ func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
 	if err != nil {
 		return nil, h.openErr(name, err)
 	}
-	v, err := vfs.Open(h.guard(name, eng), h.opener(name))
+	v, err := vfs.Open(eng, h.opener(name))
 	if err != nil {
 		eng.Close()
 		var e *errs.Error
@@ -243,7 +231,7 @@ func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
 		return nil, &errs.Error{Kind: errs.CorruptVault, Vault: name,
 			Err: fmt.Errorf("vault %q was replaced by another vault of the same name", name)}
 	}
-	return v, nil
+	return h.guard(name, v), nil
 }
 
 // opener opens the parents of fork name.
@@ -356,12 +344,12 @@ func (h *Home) openAlone(name string) (*vfs.Vault, error) {
 	if err != nil {
 		return nil, h.openErr(name, err)
 	}
-	v, err := vfs.Open(h.guard(name, eng), nil)
+	v, err := vfs.Open(eng, nil)
 	if err != nil {
 		eng.Close()
 		return nil, err
 	}
-	return v, nil
+	return h.guard(name, v), nil
 }
 
 // Delete removes vault name. A vault that forks stand on is refused with

@@ -166,6 +166,9 @@ func (v *Vault) GetCheckpoint(name string) (Checkpoint, error) {
 // new top layer over the checkpoint's layer. Unsaved changes of the old
 // working state are discarded; every checkpoint stays available. O(1).
 func (v *Vault) RestoreCheckpoint(name string) error {
+	if err := v.checkGuard(); err != nil {
+		return err
+	}
 	err := v.eng.Update(func(kt kv.Tx) error {
 		cp, err := getCheckpoint(kt, name)
 		if err != nil {

@@ -69,6 +69,9 @@ func (v *Vault) run(write bool, checkpoint *string, fn func(*Tx) error) error {
 	}
 	var err error
 	if write {
+		if err := v.checkGuard(); err != nil {
+			return err
+		}
 		err = v.eng.Update(body)
 	} else {
 		err = v.eng.View(body)

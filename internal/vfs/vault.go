@@ -59,6 +59,7 @@ type Vault struct {
 	hdr    Header
 	opener Opener
 	now    func() time.Time
+	guard  func() error // asked before changes of the working state; nil allows all
 
 	mu      sync.Mutex
 	cached  *chain   // own chain for the current topology
@@ -222,6 +223,21 @@ func (v *Vault) ID() string { return v.hdr.VaultID }
 
 // Engine is the storage engine holding the vault.
 func (v *Vault) Engine() kv.Engine { return v.eng }
+
+// SetWriteGuard installs a check run before every change of the working
+// state's content (Update, RestoreCheckpoint). Operations that keep the
+// working state as it is — saving a checkpoint, forking, compaction, gc —
+// are not guarded: they are safe beside the vault's single writer, whose
+// transactions notice the new layer topology. The registry uses it to keep
+// a vault mounted read-write from being written by anyone but its mount.
+func (v *Vault) SetWriteGuard(g func() error) { v.guard = g }
+
+func (v *Vault) checkGuard() error {
+	if v.guard == nil {
+		return nil
+	}
+	return v.guard()
+}
 
 // SetClock replaces the clock used for timestamps (tests).
 func (v *Vault) SetClock(now func() time.Time) { v.now = now }
