@@ -32,5 +32,15 @@ step checkpoint restore before-risky-work
 step cat /src/main.go
 
 step --vault myproject cat /src/main.go
+
+# The vault as a real directory: ordinary tools work in it.
+MNT=$(mktemp -d)
+trap 'avfs unmount --lazy "$MNT" >/dev/null 2>&1 || true; rm -rf "$AVFS_HOME" "$MNT"' EXIT
+step mount task-001 "$MNT"
+printf '\n\033[1m$ (cd %s && ls -l src && echo "notes" > notes.txt && grep -rn main .)\033[0m\n' "$MNT"
+(cd "$MNT" && ls -l src && echo "notes" > notes.txt && grep -rn main .)
+step unmount "$MNT"
+step checkpoint diff before-risky-work
+
 step vault list
 step fsck
