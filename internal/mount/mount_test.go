@@ -169,3 +169,20 @@ func TestPosix(t *testing.T) {
 		})
 	}
 }
+
+// writeSynced writes a file and fsyncs it: the mount buffers writes, and
+// other readers of the vault see them once they are committed.
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -23,6 +23,8 @@ type fsys struct {
 	// hostDir is a directory on the host disk beside the vault file: an
 	// unlimited vault reports that disk's free space as its capacity.
 	hostDir string
+	// wb buffers file writes (writeback.go); nil on a read-only mount.
+	wb *writeback
 }
 
 // node is one inode of the vault as the kernel sees it. Its FUSE inode
@@ -81,9 +83,9 @@ func (f *fsys) view(op string, fn func(*vfs.Tx) error) syscall.Errno {
 	return f.toErrno(op, f.v.View(fn))
 }
 
-// update runs fn in a write transaction, committed before the reply: the
-// mount writes through, so nothing is lost when the kernel skips the
-// close round trips.
+// update runs fn in a write transaction, committed before the reply.
+// Metadata changes are written through; file data goes through the
+// write-back cache (writeback.go).
 func (f *fsys) update(op string, fn func(*vfs.Tx) error) syscall.Errno {
 	if f.readonly {
 		return syscall.EROFS
@@ -152,6 +154,9 @@ func fillAttr(a vfs.Attr, out *fuse.Attr) {
 // child returns the node for a, creating it if the kernel does not know
 // it yet, and fills the entry reply.
 func (n *node) child(ctx context.Context, a vfs.Attr, out *fuse.EntryOut) *fs.Inode {
+	if n.fs.wb != nil {
+		n.fs.wb.overlay(&a)
+	}
 	fillAttr(a, &out.Attr)
 	in := n.NewInode(ctx, &node{fs: n.fs}, fs.StableAttr{Mode: typeBits(a.Type), Ino: uint64(a.Ino)})
 	if c, ok := in.Operations().(*node); ok {
@@ -190,6 +195,8 @@ func (n *node) Getattr(ctx context.Context, _ fs.FileHandle, out *fuse.AttrOut) 
 		if g, ok := n.gone(); ok {
 			a, errno = g, 0
 		}
+	} else if errno == 0 && n.fs.wb != nil {
+		n.fs.wb.overlay(&a)
 	}
 	if errno == 0 {
 		n.remember(a)
@@ -218,11 +225,53 @@ func (n *node) Setattr(ctx context.Context, _ fs.FileHandle, in *fuse.SetAttrIn,
 	if t, ok := in.GetMTime(); ok {
 		s.Mtime = &t
 	}
-	var a vfs.Attr
-	errno := n.fs.update("setattr", func(tx *vfs.Tx) (err error) {
-		a, err = tx.SetAttr(n.ino(), s)
+	if n.fs.readonly {
+		return syscall.EROFS
+	}
+	if s.Size == nil {
+		// Mode, owner and times go straight to the vault; a buffered
+		// file keeps them (its batch writes the mtime set here).
+		var a vfs.Attr
+		var errno syscall.Errno
+		n.fs.wb.withRecord(n.ino(), func(f *wfile) {
+			errno = n.fs.update("setattr", func(tx *vfs.Tx) (err error) {
+				a, err = tx.SetAttr(n.ino(), s)
+				return err
+			})
+			if errno == 0 && f != nil {
+				if s.Mtime != nil {
+					f.mtime = *s.Mtime
+				}
+				a.Size = f.size
+			}
+		})
+		if errno == 0 {
+			n.remember(a)
+			fillAttr(a, &out.Attr)
+		}
+		return errno
+	}
+	// The vault must hold the file before its size changes.
+	if errno := n.fs.wb.flush(n.ino()); errno != 0 {
+		return errno
+	}
+	var growth int64
+	errno := n.fs.view("setattr", func(tx *vfs.Tx) error {
+		cur, err := tx.GetAttr(n.ino())
+		growth = int64(*s.Size) - int64(cur.Size)
 		return err
 	})
+	if errno != 0 {
+		return errno
+	}
+	var a vfs.Attr
+	errno = n.fs.wb.reserveGrowth(growth, func() syscall.Errno {
+		return n.fs.update("setattr", func(tx *vfs.Tx) (err error) {
+			a, err = tx.SetAttr(n.ino(), s)
+			return err
+		})
+	})
+	n.fs.wb.changed()
 	if errno == 0 {
 		n.remember(a)
 		fillAttr(a, &out.Attr)
@@ -272,7 +321,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	}
 	const bsize = 4096
 	out.Bsize, out.Frsize, out.NameLen = bsize, bsize, vfs.NameMax
-	used := (uint64(max(u.Bytes, 0)) + bsize - 1) / bsize
+	used := (uint64(max(u.Bytes+n.fs.wb.pending(), 0)) + bsize - 1) / bsize
 	var host syscall.Statfs_t
 	hostOK := n.fs.hostDir != "" && syscall.Statfs(n.fs.hostDir, &host) == nil
 	if q.MaxSizeMB > 0 {

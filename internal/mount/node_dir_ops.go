@@ -7,6 +7,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -48,29 +49,46 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 
 // Create makes a regular file. The kernel sends it only for a name it
 // believes absent; should the name exist after all, a create without
-// O_EXCL opens the existing file, as open(2) would.
+// O_EXCL opens the existing file, as open(2) would (its buffered writes
+// persisted first when O_TRUNC cuts it).
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	uid, gid := caller(ctx)
 	var a vfs.Attr
-	errno := n.fs.update("create", func(tx *vfs.Tx) (err error) {
-		a, err = tx.Create(n.ino(), name, mode&0o7777, uid, gid)
-		if errno := n.fs.toErrno("create", err); errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
-			if a, err = tx.Lookup(n.ino(), name); err != nil {
-				return err
+	var flush vfs.Ino // an existing file to persist before truncating it
+	for {
+		retry := false
+		errno := n.fs.update("create", func(tx *vfs.Tx) (err error) {
+			a, err = tx.Create(n.ino(), name, mode&0o7777, uid, gid)
+			if errno := n.fs.toErrno("create", err); errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
+				if a, err = tx.Lookup(n.ino(), name); err != nil {
+					return err
+				}
+				if a.Type == vfs.TypeDir {
+					return syscall.EISDIR
+				}
+				if flags&syscall.O_TRUNC != 0 && a.Type == vfs.TypeFile {
+					if a.Ino != flush && n.fs.wb.lookup(a.Ino) != nil {
+						flush, retry = a.Ino, true
+						return syscall.EAGAIN // abort; persist it and try again
+					}
+					zero := uint64(0)
+					a, err = tx.SetAttr(a.Ino, vfs.SetAttr{Size: &zero})
+				}
 			}
-			if a.Type == vfs.TypeDir {
-				return syscall.EISDIR
+			return err
+		})
+		if retry {
+			if errno := n.fs.wb.flush(flush); errno != 0 {
+				return nil, nil, 0, errno
 			}
-			if flags&syscall.O_TRUNC != 0 && a.Type == vfs.TypeFile {
-				zero := uint64(0)
-				a, err = tx.SetAttr(a.Ino, vfs.SetAttr{Size: &zero})
-			}
+			continue
 		}
-		return err
-	})
-	if errno != 0 {
-		return nil, nil, 0, errno
+		if errno != 0 {
+			return nil, nil, 0, errno
+		}
+		break
 	}
+	n.fs.wb.changed()
 	return n.child(ctx, a, out), nil, fuse.FOPEN_KEEP_CACHE, 0
 }
 
@@ -84,10 +102,37 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	})
 }
 
+// Unlink removes a name; when it was the inode's last, the inode's
+// buffered writes go with it.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	return n.fs.update("unlink", func(tx *vfs.Tx) error {
-		return tx.Unlink(n.ino(), name)
+	var gone vfs.Ino
+	errno := n.fs.update("unlink", func(tx *vfs.Tx) error {
+		a, err := tx.Lookup(n.ino(), name)
+		if err != nil {
+			return err
+		}
+		if err := tx.Unlink(n.ino(), name); err != nil {
+			return err
+		}
+		gone = droppedIno(tx, a)
+		return nil
 	})
+	if errno == 0 && gone != 0 {
+		n.fs.wb.drop(gone)
+	}
+	return errno
+}
+
+// droppedIno is a's inode if the vault no longer holds it after the
+// transaction's change, else 0.
+func droppedIno(tx *vfs.Tx, a vfs.Attr) vfs.Ino {
+	if a.Type != vfs.TypeFile {
+		return 0
+	}
+	if _, err := tx.GetAttr(a.Ino); errs.Errno(err) == syscall.ENOENT {
+		return a.Ino
+	}
+	return 0
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
@@ -103,7 +148,19 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok {
 		return syscall.EXDEV
 	}
-	return n.fs.update("rename", func(tx *vfs.Tx) error {
-		return tx.Rename(n.ino(), name, np.ino(), newName, flags)
+	var gone vfs.Ino
+	errno := n.fs.update("rename", func(tx *vfs.Tx) error {
+		target, terr := tx.Lookup(np.ino(), newName)
+		if err := tx.Rename(n.ino(), name, np.ino(), newName, flags); err != nil {
+			return err
+		}
+		if terr == nil {
+			gone = droppedIno(tx, target)
+		}
+		return nil
 	})
+	if errno == 0 && gone != 0 {
+		n.fs.wb.drop(gone)
+	}
+	return errno
 }

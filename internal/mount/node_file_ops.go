@@ -20,13 +20,19 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 }
 
 // Flush answers ENOSYS, so the kernel stops sending FLUSH on close
-// (no_flush). Nothing waits for it: writes reach the vault before the
-// write call returns.
+// (no_flush). Nothing waits for it: buffered writes are persisted in the
+// background, on fsync and at unmount (writeback.go).
 func (n *node) Flush(ctx context.Context, _ fs.FileHandle) syscall.Errno {
 	return syscall.ENOSYS
 }
 
 func (n *node) Read(ctx context.Context, _ fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if got, ok, errno := n.fs.wb.read(n.ino(), dest, off); ok {
+		if errno != 0 {
+			return nil, errno
+		}
+		return fuse.ReadResultData(dest[:got]), 0
+	}
 	var got int
 	errno := n.fs.view("read", func(tx *vfs.Tx) (err error) {
 		got, err = tx.Read(n.ino(), off, dest)
@@ -40,20 +46,24 @@ func (n *node) Read(ctx context.Context, _ fs.FileHandle, dest []byte, off int64
 
 // Write writes at the offset the kernel gives: for O_APPEND the kernel has
 // already put it at the end of the file, so the mount never applies
-// O_APPEND itself.
+// O_APPEND itself. The data goes to the write-back cache; quotas are
+// checked now.
 func (n *node) Write(ctx context.Context, _ fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
-	var wrote int
-	errno := n.fs.update("write", func(tx *vfs.Tx) (err error) {
-		wrote, err = tx.Write(n.ino(), off, data)
-		return err
-	})
+	if n.fs.readonly {
+		return 0, syscall.EROFS
+	}
+	wrote, errno := n.fs.wb.write(n.ino(), data, off)
 	return uint32(wrote), errno
 }
 
-// Fsync is a durability barrier. Every write is committed by the vault's
-// engine before it returns, so there is nothing left to persist.
+// Fsync is the durability barrier: it persists the inode's buffered
+// writes and syncs the vault, so once it returns a crash loses nothing of
+// the file (writeback.go).
 func (n *node) Fsync(ctx context.Context, _ fs.FileHandle, flags uint32) syscall.Errno {
-	return 0
+	if n.fs.readonly {
+		return 0
+	}
+	return n.fs.wb.fsync(n.ino())
 }
 
 // fallocate(2) modes.
@@ -73,19 +83,31 @@ func (n *node) Allocate(ctx context.Context, _ fs.FileHandle, off uint64, size u
 	default:
 		return syscall.EOPNOTSUPP
 	}
+	if n.fs.readonly {
+		return syscall.EROFS
+	}
+	if errno := n.fs.wb.flush(n.ino()); errno != 0 {
+		return errno
+	}
 	end := off + size
-	return n.fs.update("fallocate", func(tx *vfs.Tx) error {
-		a, err := tx.GetAttr(n.ino())
-		if err != nil {
-			return err
-		}
-		if a.Type != vfs.TypeFile {
-			return syscall.ENODEV
-		}
-		if end <= a.Size {
-			return nil
-		}
-		_, err = tx.SetAttr(n.ino(), vfs.SetAttr{Size: &end})
+	var a vfs.Attr
+	if errno := n.fs.view("fallocate", func(tx *vfs.Tx) (err error) {
+		a, err = tx.GetAttr(n.ino())
 		return err
+	}); errno != 0 {
+		return errno
+	}
+	if a.Type != vfs.TypeFile {
+		return syscall.ENODEV
+	}
+	if end <= a.Size {
+		return 0
+	}
+	defer n.fs.wb.changed()
+	return n.fs.wb.reserveGrowth(int64(end-a.Size), func() syscall.Errno {
+		return n.fs.update("fallocate", func(tx *vfs.Tx) error {
+			_, err := tx.SetAttr(n.ino(), vfs.SetAttr{Size: &end})
+			return err
+		})
 	})
 }

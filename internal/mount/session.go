@@ -1,7 +1,9 @@
 // Package mount serves a vault as a POSIX directory over FUSE (go-fuse v2).
 //
 // The nodes (node*.go) are thin clients of the filesystem model in package
-// vfs: every FUSE request is one vault transaction, and the vault's inode
+// vfs: every metadata request is one vault transaction, file writes go
+// through a bounded write-back cache persisted in batches (writeback.go,
+// which states the durability guarantee), and the vault's inode
 // numbers are the FUSE inode numbers, so they are stable across remounts.
 // The mount is the vault's only writer, so the kernel is told to cache
 // entries and attributes for long, keep file pages across opens, and skip
@@ -78,6 +80,9 @@ type Options struct {
 	Log io.Writer
 	// Debug logs every FUSE request to Log.
 	Debug bool
+	// WriteBudget bounds the memory holding written data not yet in the
+	// vault (64 MiB when zero).
+	WriteBudget int64
 }
 
 // Session is one mount of a vault.
@@ -89,6 +94,7 @@ type Session struct {
 	err    error // why it failed
 	v      *vfs.Vault
 	server *fuse.Server
+	wb     *writeback
 	lock   *writerLock
 	rec    *record
 	done   chan struct{} // closed once the session is unmounted or failed
@@ -213,6 +219,16 @@ func (s *Session) mount() error {
 	}
 	logger := log.New(logw, "avfs mount: ", log.LstdFlags)
 	f := &fsys{v: s.v, readonly: o.ReadOnly, logger: logger, hostDir: filepath.Dir(o.Home.Path(o.Vault))}
+	if !o.ReadOnly {
+		budget := o.WriteBudget
+		if budget <= 0 {
+			budget = defaultBudget
+		}
+		if s.wb, err = newWriteback(s.v, logger, budget); err != nil {
+			return err
+		}
+		f.wb = s.wb
+	}
 	timeout := cacheTimeout
 	fopts := &fs.Options{
 		EntryTimeout:    &timeout,
@@ -269,9 +285,15 @@ func (s *Session) serve() {
 	close(s.done)
 }
 
-// release closes the vault, then gives up the record and the writer lock,
-// in that order: once the lock is free, the vault is closed.
+// release persists the buffered writes, closes the vault, then gives up
+// the record and the writer lock, in that order: once the lock is free,
+// the vault holds everything and is closed.
 func (s *Session) release() {
+	if s.wb != nil {
+		if err := s.wb.close(); err != nil && s.opts.Log != nil {
+			fmt.Fprintf(s.opts.Log, "avfs mount: persisting buffered writes: %v\n", err)
+		}
+	}
 	if s.v != nil {
 		if err := s.v.Close(); err != nil && s.opts.Log != nil {
 			fmt.Fprintf(s.opts.Log, "avfs mount: closing vault: %v\n", err)

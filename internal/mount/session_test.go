@@ -21,7 +21,8 @@ func TestSessionStates(t *testing.T) {
 	if st := f.s.State(); st != mount.Mounted {
 		t.Fatalf("state %v, want mounted", st)
 	}
-	if err := os.WriteFile(filepath.Join(f.mnt, "a"), []byte("x"), 0o644); err != nil {
+	// fsync commits the write: others see committed state only.
+	if err := writeSynced(filepath.Join(f.mnt, "a"), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -159,7 +160,7 @@ func TestCLIMount(t *testing.T) {
 	if !mount.IsAvfsMount(mnt) {
 		t.Fatal("not mounted after avfs mount returned")
 	}
-	if err := os.WriteFile(filepath.Join(mnt, "hello"), []byte("world"), 0o644); err != nil {
+	if err := writeSynced(filepath.Join(mnt, "hello"), []byte("world")); err != nil {
 		t.Fatal(err)
 	}
 
