@@ -3,6 +3,7 @@ module github.com/agentvfs/agentvfs
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/ncruces/go-sqlite3 v0.37.0
 	github.com/rogpeppe/go-internal v1.16.0
@@ -11,6 +12,7 @@ require (
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
+	mvdan.cc/sh/v3 v3.14.1
 	pgregory.net/rapid v1.3.0
 )
 

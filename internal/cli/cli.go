@@ -178,6 +178,7 @@ docs/json-contract.md.`,
 	root.AddGroup(
 		&cobra.Group{ID: "vaults", Title: "Vaults and checkpoints:"},
 		&cobra.Group{ID: "files", Title: "Files in the vault:"},
+		&cobra.Group{ID: "proxy", Title: "Running commands:"},
 		&cobra.Group{ID: "maint", Title: "Maintenance:"},
 	)
 	add := func(group string, cmds ...*cobra.Command) {
@@ -190,6 +191,7 @@ docs/json-contract.md.`,
 	add("files", a.fileCmds()...)
 	add("files", a.importCmd(), a.exportCmd())
 	add("files", a.mountCmds()...)
+	add("proxy", a.proxyCmd(), a.policyCmd())
 	add("maint", a.fsckCmd(), a.gcCmd(), a.compactCmd(), a.versionCmd(), a.completionCmd())
 	root.SetHelpCommandGroupID("maint")
 	return root

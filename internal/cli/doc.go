@@ -52,6 +52,14 @@ var Schemas = map[string]string{
 	"avfs version":            "version",
 	"avfs completion":         "completion",
 	"avfs help":               "help",
+	"avfs proxy exec":         "proxy-exec",
+	"avfs proxy show":         "proxy-exec",
+	"avfs proxy history":      "proxy-history",
+	"avfs proxy approve":      "proxy-approval",
+	"avfs proxy reject":       "proxy-approval",
+	"avfs proxy undo":         "proxy-undo",
+	"avfs policy show":        "policy-show",
+	"avfs policy check":       "policy-check",
 }
 
 // NewCommand returns the command tree, for documentation and tests. Its

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 )
 
 // ExitCode is one row of the documented, stable exit code table.
@@ -39,6 +40,10 @@ var ExitCodes = []ExitCode{
 	{11, "the operation does not fit what is at the path", []errs.Kind{errs.NotADirectory, errs.NotAFile, errs.NotEmpty, errs.TooManyLinks, errs.CrossDevice}},
 	{12, "the operation is not permitted", []errs.Kind{errs.PermissionDenied}},
 	{13, "a destructive command needs --yes", []errs.Kind{errs.ConfirmationRequired}},
+	{14, "proxy exec: the policy denied the command; nothing ran", nil},
+	{15, "proxy exec: the command awaits approval, or --approval is not approved, rejected, expired, used or for another request",
+		[]errs.Kind{proxy.ApprovalRequired, proxy.ApprovalRejected, proxy.ApprovalExpired, proxy.ApprovalUsed, proxy.ApprovalMismatch}},
+	{124, "proxy exec: the command timed out (its own exit code is in the envelope)", nil},
 	{130, "interrupted by a signal", []errs.Kind{errs.Interrupted}},
 }
 
@@ -74,6 +79,10 @@ func invalidf(op, format string, args ...any) error {
 // fail prints err (as JSON with --json) and returns the exit code. cmd is
 // the command that failed, when known.
 func (a *app) fail(cmd *cobra.Command, err error) int {
+	var st exitStatus
+	if errors.As(err, &st) {
+		return int(st) // the result is already printed
+	}
 	var ue *usageError
 	usage := errors.As(err, &ue) || (!a.ran && !errors.As(err, new(*errs.Error)))
 	kind := errs.KindOf(err)

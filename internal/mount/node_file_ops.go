@@ -58,10 +58,16 @@ func (n *node) Write(ctx context.Context, _ fs.FileHandle, data []byte, off int6
 
 // Fsync is the durability barrier: it persists the inode's buffered
 // writes and syncs the vault, so once it returns a crash loses nothing of
-// the file (writeback.go).
+// the file (writeback.go). The fsync of a directory persists everything
+// the mount buffers: after it, the vault as other processes read it (the
+// CLI, a proxy's checkpoint and change summary) holds every write made
+// through the mount.
 func (n *node) Fsync(ctx context.Context, _ fs.FileHandle, flags uint32) syscall.Errno {
 	if n.fs.readonly {
 		return 0
+	}
+	if n.StableAttr().Mode == syscall.S_IFDIR {
+		return n.fs.wb.fsyncAll()
 	}
 	return n.fs.wb.fsync(n.ino())
 }

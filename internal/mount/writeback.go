@@ -349,6 +349,20 @@ func (w *writeback) fsync(ino vfs.Ino) syscall.Errno {
 	return 0
 }
 
+// fsyncAll persists every buffered file and syncs the vault.
+func (w *writeback) fsyncAll() syscall.Errno {
+	if w == nil {
+		return 0
+	}
+	if err := w.persistAll(); err != nil {
+		return errs.Errno(err)
+	}
+	if err := w.v.Sync(); err != nil {
+		return errs.Errno(err)
+	}
+	return 0
+}
+
 // changed notes that the vault's size of some inode changed outside a
 // batch (setattr, fallocate), so a record built from an older read is
 // rebuilt.

@@ -160,11 +160,7 @@ func TestJSONSchemas(t *testing.T) {
 	garbage := filepath.Join(r.home, "vaults", "junk.avfs")
 	src, out := filepath.Join(host, "src"), filepath.Join(host, "out")
 
-	steps := []struct {
-		args  []string
-		stdin string
-		fail  bool
-	}{
+	steps := []step{
 		{args: []string{"vault", "list"}},
 		{args: []string{"vault", "create", "v", "--use", "--max-files", "1000"}},
 		{args: []string{"vault", "create", "v"}, fail: true},
@@ -226,6 +222,20 @@ func TestJSONSchemas(t *testing.T) {
 		{args: []string{"ls", "--vault", "missing"}, fail: true},
 		{args: []string{"mounts"}},
 		{args: []string{"unmount", filepath.Join(host, "not-mounted")}, fail: true},
+		// The policy and the proxy steps that mount nothing.
+		{args: []string{"policy", "show"}},
+		{args: []string{"policy", "check", "--", "ls", "-l"}},
+		{args: []string{"policy", "check", "--shell", "echo $(curl x) > ~/y"}},
+		{args: []string{"policy", "check"}, fail: true},
+		{args: []string{"proxy", "exec", "--", "cat", "/etc/passwd"}, exit: 14},
+		{args: []string{"proxy", "show", "@last"}},
+		{args: []string{"proxy", "exec", "--", "curl", "x"}, exit: 15},
+		{args: []string{"proxy", "exec", "--approval", "@last"}, fail: true},
+		{args: []string{"proxy", "reject", "@last"}},
+		{args: []string{"proxy", "approve", "@last"}, fail: true},
+		{args: []string{"proxy", "history"}},
+		{args: []string{"proxy", "show", "nosuch"}, fail: true},
+		{args: []string{"proxy", "undo"}, fail: true},
 	}
 	if canMount() {
 		mnt := filepath.Join(host, "mnt")
@@ -233,36 +243,65 @@ func TestJSONSchemas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.run("", "unmount", "--lazy", mnt) })
-		steps = append(steps, []struct {
-			args  []string
-			stdin string
-			fail  bool
-		}{
+		policyFile := filepath.Join(r.home, "policies", "m.toml")
+		if err := os.MkdirAll(filepath.Dir(policyFile), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		rule := "version = 1\n[[rule]]\nname = \"ask\"\nprogram = [\"true\"]\naction = \"require_approval\"\n"
+		if err := os.WriteFile(policyFile, []byte(rule), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, []step{
 			{args: []string{"mount", "w2", mnt}, fail: true},
 			{args: []string{"vault", "create", "m"}},
 			{args: []string{"mount", "m", mnt}},
 			{args: []string{"mounts"}},
 			{args: []string{"unmount", mnt}},
+			{args: []string{"proxy", "exec", "--vault", "m", "--shell", "echo hi > a.txt; mkdir d; mv a.txt d/b.txt"}},
+			{args: []string{"proxy", "exec", "--vault", "m", "--timeout", "300ms", "--", "sh", "-c", "echo start; sleep 5"}, exit: 124},
+			{args: []string{"proxy", "exec", "--vault", "m", "--", "no-such-program-avfs"}, exit: 127},
+			{args: []string{"proxy", "exec", "--vault", "m", "--", "true"}, exit: 15},
+			{args: []string{"proxy", "approve", "@last"}},
+			{args: []string{"proxy", "exec", "--vault", "m", "--approval", "@last"}},
+			{args: []string{"proxy", "undo", "--vault", "m"}},
+			{args: []string{"proxy", "history", "--vault", "m"}},
 		}...)
 	} else {
 		t.Log("no /dev/fuse or not root: the mount and unmount schemas are not exercised")
 	}
 	used := map[string]bool{}
+	lastRun := "" // "@last" in a step's arguments stands for the latest proxy run's id
 	for _, st := range steps {
+		st.args = slices.Clone(st.args)
+		for i, a := range st.args {
+			if a == "@last" {
+				st.args[i] = lastRun
+			}
+		}
 		if st.args[len(st.args)-1] == "junk" {
 			if err := os.WriteFile(garbage, []byte("not a vault at all"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
 		args := append(slices.Clone(st.args), "--json")
+		if i := slices.Index(st.args, "--"); i >= 0 {
+			args = slices.Insert(slices.Clone(st.args), i, "--json") // after --, it would be the command's
+		}
 		code, stdout, stderr := r.run(st.stdin, args...)
-		if (code != 0) != st.fail {
+		if st.exit != 0 && code != st.exit {
+			t.Errorf("avfs %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, st.exit, stdout, stderr)
+			continue
+		}
+		if (code != 0) != st.fail && st.exit == 0 {
 			t.Errorf("avfs %s: exit %d, want failure %v\n%s%s", strings.Join(args, " "), code, st.fail, stdout, stderr)
 			continue
 		}
 		doc := decodeOne(t, args, stdout)
 		name := schemaOf(t, st.args)
-		if code != 0 {
+		if m, ok := doc.(map[string]any); ok && m["kind"] == "proxy_exec_result" {
+			lastRun, _ = m["id"].(string)
+		}
+		if code != 0 && st.exit == 0 {
 			name = "error"
 			m, _ := doc.(map[string]any)
 			if m["exit_code"] != float64(code) {
@@ -279,10 +318,20 @@ func TestJSONSchemas(t *testing.T) {
 		}
 	}
 	for name := range schemas {
-		if name != "common" && !used[name] && (canMount() || (name != "mount" && name != "unmount")) {
+		if name != "common" && !used[name] && (canMount() || (name != "mount" && name != "unmount" && name != "proxy-undo")) {
 			t.Errorf("schema %s.json is never exercised", name)
 		}
 	}
+}
+
+// step is one command line of TestJSONSchemas: it fails (and prints an
+// error document), or exits with exit while printing its own result (a
+// proxy run passes on its command's exit code), or succeeds.
+type step struct {
+	args  []string
+	stdin string
+	fail  bool
+	exit  int
 }
 
 // decodeOne checks that out is exactly one JSON document and returns it.

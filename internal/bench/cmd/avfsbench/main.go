@@ -19,6 +19,8 @@ func main() {
 	engines := flag.String("engines", "sqlite,bolt", "engines to measure")
 	reps := flag.Int("reps", 15, "repetitions per measurement (the median is reported)")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
+	sections := flag.String("sections", "layers,io,mount,proxy", "what to measure: layers, io (per engine), mount, proxy")
+	slowReps := flag.Int("mount-reps", 3, "repetitions for the mount section (it runs real workloads)")
 	flag.Parse()
 
 	scratch := *dir
@@ -38,12 +40,33 @@ func main() {
 		counts = append(counts, n)
 	}
 	cfg := bench.Config{Dir: scratch, Counts: counts, TotalBytes: *total << 20, Reps: *reps, Out: os.Stdout}
+	want := map[string]bool{}
+	for _, sec := range strings.Split(*sections, ",") {
+		want[strings.TrimSpace(sec)] = true
+	}
 	start := time.Now()
 	for _, e := range strings.Split(*engines, ",") {
-		if err := bench.Layers(cfg, e); err != nil {
+		if want["layers"] {
+			if err := bench.Layers(cfg, e); err != nil {
+				fail(err)
+			}
+		}
+		if want["io"] {
+			if err := bench.FileIO(cfg, e); err != nil {
+				fail(err)
+			}
+		}
+	}
+	slow := cfg
+	slow.Reps = *slowReps
+	if want["mount"] {
+		fmt.Println("\n== mount (sqlite) ==")
+		if err := bench.Mount(slow); err != nil {
 			fail(err)
 		}
-		if err := bench.FileIO(cfg, e); err != nil {
+	}
+	if want["proxy"] {
+		if err := bench.Proxy(cfg); err != nil {
 			fail(err)
 		}
 	}

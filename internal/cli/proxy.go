@@ -1,0 +1,390 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/policy"
+	"github.com/agentvfs/agentvfs/internal/proxy"
+	"github.com/agentvfs/agentvfs/internal/registry"
+)
+
+// Exit codes of proxy exec that are not the command's own (see ExitCodes).
+const (
+	exitDenied   = 14
+	exitApproval = 15
+	exitTimedOut = 124
+)
+
+// exitStatus ends a command with an exit code after it printed its result
+// (proxy exec passes on the command's exit code).
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func (a *app) proxyCmd() *cobra.Command {
+	return a.group("proxy", "Run commands in a vault through the policy-gated proxy",
+		a.proxyExecCmd(), a.proxyHistoryCmd(), a.proxyShowCmd(),
+		a.proxyDecideCmd("approve", true), a.proxyDecideCmd("reject", false), a.proxyUndoCmd())
+}
+
+// proxyRuntime is the proxy runtime of this run of avfs, for vault.
+func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, error) {
+	p, err := policy.Load(h.Dir, vault)
+	if err != nil {
+		return nil, err
+	}
+	store, err := proxy.NewStore(h.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return &proxy.Runtime{
+		Home: h, Policy: p, Store: store,
+		StartMount: func(v, mnt string, ro bool) error {
+			_, err := a.startMount(h, v, mnt, ro)
+			return err
+		},
+		Environ: append(os.Environ(), "AVFS_HOME="+h.Dir),
+	}, nil
+}
+
+func (a *app) proxyExecCmd() *cobra.Command {
+	var req proxy.Request
+	var stdin bool
+	c := &cobra.Command{
+		Use:   "exec [flags] (--shell SCRIPT | -- ARGV...)",
+		Short: "Classify, checkpoint, mount, run one command and report what it changed",
+		Long: `Run one top-level command in the vault: the policy classifies it first
+(allow, allow_with_checkpoint, deny, require_approval) and a denied command
+touches nothing. Otherwise a checkpoint of the state before the run is
+saved, the vault is mounted (a live read-write mount of it is reused; else
+one is started and, without --keep-mount, unmounted after), the command
+runs in its own process group with its cwd in the mount, and the changes
+it made are listed.
+
+The result is one JSON envelope (docs/schema/proxy-exec.json), printed with
+--json and whenever stdout is not a terminal. The exit code is the
+command's, or 14 when the policy denied it, 15 when it awaits approval,
+124 when it timed out. Require_approval is a real flow: a person runs
+` + "`avfs proxy approve ID`" + `, then ` + "`avfs proxy exec --approval ID`" + ` runs exactly
+that request, once. Two runs on one vault do not queue: the second fails
+with VaultLocked.
+
+This is a top-level command boundary, not a sandbox: what an allowed
+program does inside is not watched.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			if req.Vault, err = a.vaultName(h); err != nil {
+				return nil, err
+			}
+			if len(args) > 0 && req.Shell != "" {
+				return nil, usageErrorf("give --shell or an argv after --, not both")
+			}
+			req.Argv = args
+			if stdin {
+				req.Stdin = a.env.Stdin
+			}
+			if !cmd.Flags().Changed("timeout") {
+				req.Timeout = proxy.DefaultTimeout
+			}
+			rt, err := a.proxyRuntime(h, req.Vault)
+			if err != nil {
+				return nil, err
+			}
+			if !a.jsonOut && !a.env.IsTerminal(a.env.Stdout) {
+				a.jsonOut = true
+			}
+			env, err := rt.Exec(req)
+			if env == nil || env.Result.State == proxy.StateFailed {
+				if err == nil {
+					err = &errs.Error{Kind: errs.IoError, Op: "proxy exec", Err: fmt.Errorf("run failed")}
+				}
+				return nil, err
+			}
+			a.emitRun(env)
+			return nil, execExit(env)
+		}),
+	}
+	f := c.Flags()
+	f.SetInterspersed(false)
+	f.StringVar(&req.Shell, "shell", "", "run this shell script (parsed and classified as a whole) with /bin/sh -c")
+	f.StringVar(&req.Cwd, "cwd", "/", "working directory inside the vault")
+	f.DurationVar(&req.Timeout, "timeout", proxy.DefaultTimeout, "stop the command after this long (SIGTERM, then SIGKILL); 0 = no limit")
+	f.DurationVar(&req.Grace, "grace", proxy.DefaultGrace, "time between SIGTERM and SIGKILL on timeout")
+	f.BoolVar(&req.Readonly, "readonly", false, "run on a read-only mount (no checkpoint, no changes)")
+	f.StringVar(&req.Checkpoint, "checkpoint", proxy.CheckpointAuto, "keep a checkpoint of the state before the run: auto, always or never")
+	f.StringArrayVar(&req.Env, "env", nil, "set KEY=VALUE in the command's environment (repeatable)")
+	f.BoolVar(&stdin, "stdin", false, "pass this process's stdin to the command (default: /dev/null)")
+	f.Int64Var(&req.MaxOutput, "max-output", proxy.DefaultMaxOutput, "bytes of stdout and of stderr kept in the envelope")
+	f.BoolVar(&req.KeepMount, "keep-mount", false, "leave the mount this run starts in place for later runs")
+	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
+	return c
+}
+
+// execExit is the exit status of a run.
+func execExit(env *proxy.Envelope) error {
+	code := 0
+	switch {
+	case env.Result.State == proxy.StateDenied:
+		code = exitDenied
+	case env.Result.State == proxy.StateAwaitingApproval:
+		code = exitApproval
+	case env.Result.TimedOut:
+		code = exitTimedOut
+	case env.Result.ExitCode != nil:
+		code = *env.Result.ExitCode
+	}
+	if code == 0 {
+		return nil
+	}
+	return exitStatus(code)
+}
+
+// execResult prints an envelope: as JSON, or for people the command's own
+// output and a summary on stderr.
+type execResult struct {
+	env    *proxy.Envelope
+	stderr io.Writer
+}
+
+// emitRun prints an envelope: the envelope itself as JSON, else in its
+// form for people.
+func (a *app) emitRun(env *proxy.Envelope) {
+	if a.jsonOut {
+		a.emit(env)
+		return
+	}
+	a.emit(execResult{env: env, stderr: a.env.Stderr})
+}
+
+func (r execResult) human(w io.Writer) {
+	res := r.env.Result
+	io.WriteString(w, res.Stdout)
+	io.WriteString(r.stderr, res.Stderr)
+	d := res.Decision
+	switch res.State {
+	case proxy.StateDenied:
+		fmt.Fprintf(r.stderr, "avfs proxy: denied (%s): %s\n", d.Rule, d.Reason)
+		return
+	case proxy.StateAwaitingApproval:
+		fmt.Fprintf(r.stderr, "avfs proxy: needs approval (%s): %s\napprove with `avfs proxy approve %s`, then run `avfs proxy exec --approval %s` (expires %s)\n",
+			d.Rule, d.Reason, res.Approval.ID, res.Approval.ID, res.Approval.ExpiresAt.Format(time.RFC3339))
+		return
+	}
+	status := fmt.Sprintf("exit %d", deref(res.ExitCode))
+	if res.TimedOut {
+		status = "timed out, " + status
+	}
+	fmt.Fprintf(r.stderr, "avfs proxy: run %s: %s in %.1f ms, %d changed file(s)", r.env.ID, status, res.DurationMs, res.ChangedFiles)
+	if res.Checkpoint != nil && res.Checkpoint.Kept {
+		fmt.Fprintf(r.stderr, ", undo with `avfs proxy undo %s`", r.env.ID)
+	}
+	fmt.Fprintln(r.stderr)
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+// historyResult is the JSON of proxy history.
+type historyResult struct {
+	SchemaVersion int          `json:"schema_version"`
+	Kind          string       `json:"kind"`
+	Runs          []runSummary `json:"runs"`
+}
+
+type runSummary struct {
+	ID           string    `json:"id"`
+	CreatedAt    time.Time `json:"created_at"`
+	Vault        string    `json:"vault"`
+	Command      []string  `json:"command"`
+	State        string    `json:"state"`
+	Action       string    `json:"action"`
+	ExitCode     *int      `json:"exit_code"`
+	TimedOut     bool      `json:"timed_out"`
+	ChangedFiles int       `json:"changed_files"`
+	DurationMs   float64   `json:"duration_ms"`
+	UndoneBy     *string   `json:"undone_by"`
+}
+
+func (r historyResult) human(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tVAULT\tSTATE\tEXIT\tCHANGES\tCOMMAND")
+	for _, s := range r.Runs {
+		exit := "-"
+		if s.ExitCode != nil {
+			exit = fmt.Sprint(*s.ExitCode)
+		}
+		state := s.State
+		if s.UndoneBy != nil {
+			state += " (undone)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, s.Vault, state, exit, s.ChangedFiles, strings.Join(s.Command, " "))
+	}
+	tw.Flush()
+}
+
+func (a *app) proxyHistoryCmd() *cobra.Command {
+	var limit int
+	c := &cobra.Command{
+		Use:   "history",
+		Short: "List the proxy runs kept under $AVFS_HOME/proxy/runs (of --vault, if given)",
+		Args:  noArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			store, err := proxy.NewStore(h.Dir)
+			if err != nil {
+				return nil, err
+			}
+			runs, err := store.List(a.vaultFlag)
+			if err != nil {
+				return nil, err
+			}
+			if limit > 0 && len(runs) > limit {
+				runs = runs[len(runs)-limit:]
+			}
+			r := historyResult{SchemaVersion: proxy.SchemaVersion, Kind: "proxy_history", Runs: []runSummary{}}
+			for _, e := range runs {
+				r.Runs = append(r.Runs, runSummary{ID: e.ID, CreatedAt: e.CreatedAt, Vault: e.Request.Vault,
+					Command: e.Request.Command, State: e.Result.State, Action: string(e.Result.Decision.Action),
+					ExitCode: e.Result.ExitCode, TimedOut: e.Result.TimedOut, ChangedFiles: e.Result.ChangedFiles,
+					DurationMs: e.Result.DurationMs, UndoneBy: e.Result.UndoneBy})
+			}
+			return r, nil
+		}),
+	}
+	c.Flags().IntVar(&limit, "limit", 0, "show only the latest N runs")
+	return c
+}
+
+func (a *app) proxyShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Print the envelope of a proxy run",
+		Args:  exactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			store, err := proxy.NewStore(h.Dir)
+			if err != nil {
+				return nil, err
+			}
+			e, err := store.Get(args[0])
+			if err != nil {
+				return nil, err
+			}
+			a.emitRun(e)
+			return nil, nil
+		}),
+	}
+}
+
+// approvalResult is the JSON of proxy approve and proxy reject.
+type approvalResult struct {
+	SchemaVersion int             `json:"schema_version"`
+	Kind          string          `json:"kind"`
+	ID            string          `json:"id"`
+	Vault         string          `json:"vault"`
+	Cwd           string          `json:"cwd"`
+	Command       []string        `json:"command"`
+	Approval      *proxy.Approval `json:"approval"`
+}
+
+func (r approvalResult) human(w io.Writer) {
+	fmt.Fprintf(w, "%s %s: %s\n", r.Approval.Status, r.ID, strings.Join(r.Command, " "))
+	if r.Approval.Status == "approved" {
+		fmt.Fprintf(w, "run it with `avfs proxy exec --approval %s` before %s\n", r.ID, r.Approval.ExpiresAt.Format(time.RFC3339))
+	}
+}
+
+func (a *app) proxyDecideCmd(verb string, approve bool) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " ID",
+		Short: map[bool]string{true: "Approve a proxy run that awaits approval", false: "Reject a proxy run that awaits approval"}[approve],
+		Args:  exactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			store, err := proxy.NewStore(h.Dir)
+			if err != nil {
+				return nil, err
+			}
+			rt := &proxy.Runtime{Home: h, Store: store}
+			e, err := rt.Decide(args[0], approve)
+			if err != nil {
+				return nil, err
+			}
+			return approvalResult{SchemaVersion: proxy.SchemaVersion, Kind: "proxy_approval", ID: e.ID, Vault: e.Request.Vault,
+				Cwd: e.Request.Cwd, Command: e.Request.Command, Approval: e.Result.Approval}, nil
+		}),
+	}
+}
+
+type undoResult struct{ *proxy.UndoResult }
+
+func (r undoResult) human(w io.Writer) {
+	fmt.Fprintf(w, "restored %s to the state before run %s (checkpoint %s)\n", r.Vault, r.Run, r.Checkpoint)
+	for _, id := range r.Undone {
+		fmt.Fprintf(w, "undone: %s\n", id)
+	}
+}
+
+func (a *app) proxyUndoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "undo [ID]",
+		Short: "Return the vault to the state just before a proxy run (default: the latest)",
+		Long: `Restore the checkpoint saved just before run ID (default: the vault's latest
+run that kept one). Runs after it on the same vault are undone too and
+listed. The vault must not be mounted read-write (VaultLocked otherwise):
+unmount a mount left by --keep-mount first.`,
+		Args: rangeArgs(0, 1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, err := a.home()
+			if err != nil {
+				return nil, err
+			}
+			store, err := proxy.NewStore(h.Dir)
+			if err != nil {
+				return nil, err
+			}
+			id, vault := "", ""
+			if len(args) == 1 {
+				id = args[0]
+				e, err := store.Get(id)
+				if err != nil {
+					return nil, err
+				}
+				vault = e.Request.Vault
+			} else if vault, err = a.vaultName(h); err != nil {
+				return nil, err
+			}
+			rt := &proxy.Runtime{Home: h, Store: store}
+			r, err := rt.Undo(vault, id)
+			if err != nil {
+				return nil, err
+			}
+			return undoResult{r}, nil
+		}),
+	}
+}

@@ -1,0 +1,231 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/policy"
+)
+
+// SchemaVersion is the version of the envelope (docs/schema/proxy-exec.json).
+// Fields may be added; renaming one is a new version.
+const SchemaVersion = 1
+
+// Kind is the envelope's discriminator.
+const Kind = "proxy_exec_result"
+
+// The states of a run. A run moves through the stages in order and ends in
+// one of the terminal states.
+const (
+	StateRequest          = "request"
+	StateClassify         = "classify"
+	StateCheckpoint       = "checkpoint"
+	StateMount            = "mount"
+	StateExecute          = "execute"
+	StateSummarize        = "summarize"
+	StateReport           = "report"
+	StateCompleted        = "completed"
+	StateDenied           = "denied"
+	StateAwaitingApproval = "awaiting_approval"
+	StateFailed           = "failed"
+)
+
+// Stages lists the timed stages, in order.
+var Stages = []string{StateRequest, StateClassify, StateCheckpoint, StateMount, StateExecute, StateSummarize, StateReport}
+
+// Envelope is the one JSON document a run produces, and what is kept of it
+// under $AVFS_HOME/proxy/runs/<id>.json.
+type Envelope struct {
+	SchemaVersion int         `json:"schema_version"`
+	Kind          string      `json:"kind"`
+	ID            string      `json:"id"`
+	CreatedAt     time.Time   `json:"created_at"`
+	Success       bool        `json:"success"`
+	Request       RequestInfo `json:"request"`
+	Result        Result      `json:"result"`
+}
+
+// RequestInfo is what was asked.
+type RequestInfo struct {
+	Vault          string   `json:"vault"`
+	Cwd            string   `json:"cwd"`
+	Readonly       bool     `json:"readonly"`
+	KeepMount      bool     `json:"keep_mount"`
+	Mountpoint     *string  `json:"mountpoint"` // the mount the run will use, once known
+	CheckpointMode string   `json:"checkpoint_mode"`
+	Command        []string `json:"command"`
+	CommandMode    string   `json:"command_mode"` // "argv" or "shell"
+	Timeout        string   `json:"timeout"`      // a Go duration; "0s" is none
+	TimeoutMs      float64  `json:"timeout_ms"`
+	GraceMs        float64  `json:"grace_ms"`
+	MaxOutput      int64    `json:"max_output"`
+	Stdin          bool     `json:"stdin"`
+	EnvKeys        []string `json:"env_keys"` // the names given with --env; values are not kept
+	Approval       *string  `json:"approval"` // the approval this run uses
+}
+
+// Result is what happened.
+type Result struct {
+	Vault           string             `json:"vault"`
+	Mountpoint      *string            `json:"mountpoint"`
+	MountReused     bool               `json:"mount_reused"`
+	Cwd             string             `json:"cwd"`
+	Command         []string           `json:"command"`
+	ExitCode        *int               `json:"exit_code"`
+	Signal          *string            `json:"signal"`
+	Stdout          string             `json:"stdout"`
+	Stderr          string             `json:"stderr"`
+	StdoutTruncated bool               `json:"stdout_truncated"`
+	StderrTruncated bool               `json:"stderr_truncated"`
+	StdoutBytes     int64              `json:"stdout_bytes"`
+	StderrBytes     int64              `json:"stderr_bytes"`
+	DurationMs      float64            `json:"duration_ms"`
+	StageMs         map[string]float64 `json:"stage_ms"`
+	Checkpoint      *CheckpointInfo    `json:"checkpoint"`
+	ChangedFiles    int                `json:"changed_files"`
+	Changes         []Change           `json:"changes"`
+	RenamesDetected bool               `json:"renames_detected"`
+	Decision        policy.Decision    `json:"decision"`
+	State           string             `json:"state"`
+	TimedOut        bool               `json:"timed_out"`
+	Approval        *Approval          `json:"approval"`
+	Error           *ErrorInfo         `json:"error"`
+	UndoneBy        *string            `json:"undone_by"`
+}
+
+// CheckpointInfo is the run's pre-run checkpoint. Kept is false when the
+// checkpoint was only used for the change summary and then deleted
+// (--checkpoint never).
+type CheckpointInfo struct {
+	Name      string `json:"name"`
+	Requested bool   `json:"requested"` // the policy or --checkpoint always asked for it
+	Kept      bool   `json:"kept"`
+}
+
+// Change is one changed path of a run.
+type Change struct {
+	Path       string  `json:"path"`
+	Kind       string  `json:"kind"` // added, modified, deleted, renamed, type_changed, mode_changed
+	Type       string  `json:"type"`
+	From       *string `json:"from"` // the old path of a rename
+	SizeBefore int64   `json:"size_before"`
+	SizeAfter  int64   `json:"size_after"`
+}
+
+// Approval is the approval a run waits for or used.
+type Approval struct {
+	ID        string     `json:"id"`
+	Status    string     `json:"status"` // pending, approved, rejected, used
+	ExpiresAt time.Time  `json:"expires_at"`
+	DecidedAt *time.Time `json:"decided_at"`
+	UsedBy    *string    `json:"used_by"`
+}
+
+// ErrorInfo is why a run failed.
+type ErrorInfo struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// newID returns a run id: the UTC time to the nanosecond and random bits,
+// so ids sort by time and never collide within a millisecond. It is also
+// a valid checkpoint name.
+func newID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("20060102T150405.000000000") + "-" + hex.EncodeToString(b[:])
+}
+
+// CheckpointName is the name of a run's pre-run checkpoint.
+func CheckpointName(id string) string { return "proxy-" + id }
+
+// Store keeps the runs of one avfs home.
+type Store struct{ Dir string }
+
+// NewStore opens the run store under home.
+func NewStore(home string) (*Store, error) {
+	dir := filepath.Join(home, "proxy", "runs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Path: dir, Err: err}
+	}
+	return &Store{Dir: dir}, nil
+}
+
+func (s *Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
+
+// checkID refuses ids that are not run ids (they name files).
+func checkID(id string) error {
+	if id == "" || strings.ContainsAny(id, "/\\") || strings.HasPrefix(id, ".") || len(id) > 128 {
+		return errs.New(errs.InvalidInput, "proxy", "invalid run id %q", id)
+	}
+	return nil
+}
+
+// Put writes a run atomically (write to a temporary file, rename).
+func (s *Store) Put(e *Envelope) error {
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
+	}
+	tmp := s.path(e.ID) + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: tmp, Err: err}
+	}
+	if err := os.Rename(tmp, s.path(e.ID)); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: tmp, Err: err}
+	}
+	return nil
+}
+
+// Get reads one run; a missing one is NotFound.
+func (s *Store) Get(id string) (*Envelope, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(s.path(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &errs.Error{Kind: errs.NotFound, Op: "proxy", Err: fmt.Errorf("no proxy run %q", id),
+			Hint: "`avfs proxy history` lists the runs"}
+	}
+	if err != nil {
+		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
+	}
+	var e Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, &errs.Error{Kind: errs.CorruptVault, Op: "proxy", Path: s.path(id), Err: err}
+	}
+	if e.SchemaVersion != SchemaVersion {
+		return nil, &errs.Error{Kind: errs.UnsupportedFormat, Op: "proxy", Path: s.path(id),
+			Err: fmt.Errorf("run record of schema version %d; this avfs reads %d", e.SchemaVersion, SchemaVersion)}
+	}
+	return &e, nil
+}
+
+// List returns the runs, oldest first; vault filters when not empty.
+func (s *Store) List(vault string) ([]*Envelope, error) {
+	paths, err := filepath.Glob(filepath.Join(s.Dir, "*.json"))
+	if err != nil {
+		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
+	}
+	slices.Sort(paths)
+	out := []*Envelope{}
+	for _, p := range paths {
+		e, err := s.Get(strings.TrimSuffix(filepath.Base(p), ".json"))
+		if err != nil {
+			continue // a torn or foreign file is skipped, not fatal to the listing
+		}
+		if vault == "" || e.Request.Vault == vault {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}

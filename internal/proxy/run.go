@@ -1,0 +1,490 @@
+// Package proxy runs one top-level command against a vault and reports
+// what happened as one versioned envelope. A run is an explicit state
+// machine:
+//
+//	request → classify → checkpoint → mount → execute → summarize → report → completed
+//	              │                                                   ↑
+//	              ├─ deny ─────────────────────────────────────────────┤→ denied
+//	              ╰─ require_approval (no approval) ───────────────────┤→ awaiting_approval
+//	   any stage fails ────────────────────────────────────────────────╯→ failed
+//
+// Each stage is timed in the envelope's stage_ms. The policy decides before
+// anything is touched: a denied run and a run awaiting approval take no
+// checkpoint and no mount. Every run that executes saves a checkpoint of
+// the state just before it (O(1)): it is the base of the change summary
+// and what `avfs proxy undo` restores. The command runs in a mount served
+// by its own process, never by this one.
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/policy"
+	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Kinds of failure the proxy adds to package errs (part of the JSON
+// contract: added to, never renamed).
+const (
+	// PolicyDenied is a command the policy refuses.
+	PolicyDenied errs.Kind = "PolicyDenied"
+	// ApprovalRequired is a command that waits for a person's approval,
+	// or an --approval that is not approved yet.
+	ApprovalRequired errs.Kind = "ApprovalRequired"
+	// ApprovalRejected, ApprovalExpired and ApprovalUsed are --approval
+	// ids that cannot run: rejected, past their expiry, or already run.
+	ApprovalRejected errs.Kind = "ApprovalRejected"
+	ApprovalExpired  errs.Kind = "ApprovalExpired"
+	ApprovalUsed     errs.Kind = "ApprovalUsed"
+	// ApprovalMismatch is an --approval given with another command, cwd or
+	// vault than the one approved.
+	ApprovalMismatch errs.Kind = "ApprovalMismatch"
+)
+
+// Checkpoint modes.
+const (
+	CheckpointAuto   = "auto"
+	CheckpointAlways = "always"
+	CheckpointNever  = "never"
+)
+
+// Defaults of a request.
+const (
+	DefaultTimeout     = 300 * time.Second
+	DefaultGrace       = 2 * time.Second
+	DefaultMaxOutput   = 1 << 20
+	DefaultApprovalTTL = time.Hour
+)
+
+// Request is one proxy exec.
+type Request struct {
+	Vault      string
+	Argv       []string // exactly one of Argv and Shell
+	Shell      string
+	Cwd        string // inside the vault; "" is its root
+	Timeout    time.Duration
+	Grace      time.Duration
+	Readonly   bool
+	Checkpoint string // auto, always, never
+	Env        []string
+	Stdin      io.Reader // nil: the command's stdin is /dev/null
+	MaxOutput  int64
+	KeepMount  bool
+	Approval   string
+}
+
+// Runtime is what runs need from their surroundings.
+type Runtime struct {
+	Home   *registry.Home
+	Policy *policy.Policy
+	Store  *Store
+	// StartMount serves vault at mountpoint from a separate process and
+	// returns once the mount answers.
+	StartMount  func(vault, mountpoint string, readonly bool) error
+	Environ     []string // the command's base environment
+	Now         func() time.Time
+	ApprovalTTL time.Duration
+}
+
+// transitions is the state machine: the states each state may move to.
+var transitions = map[string][]string{
+	StateRequest:    {StateClassify, StateReport},
+	StateClassify:   {StateCheckpoint, StateReport},
+	StateCheckpoint: {StateMount, StateReport},
+	StateMount:      {StateExecute, StateReport},
+	StateExecute:    {StateSummarize, StateReport},
+	StateSummarize:  {StateReport},
+	StateReport:     {StateCompleted, StateDenied, StateAwaitingApproval, StateFailed},
+}
+
+// machine drives one run through its states and times each stage.
+type machine struct {
+	env   *Envelope
+	now   func() time.Time
+	state string
+	since time.Time
+	start time.Time
+}
+
+// enter moves to the next state, charging the time spent to the stage
+// being left. A move the table does not allow is a bug, reported as one.
+func (m *machine) enter(next string) error {
+	if !slices.Contains(transitions[m.state], next) {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: fmt.Errorf("internal error: %s → %s", m.state, next)}
+	}
+	t := m.now()
+	m.env.Result.StageMs[m.state] += msSince(m.since, t)
+	m.state, m.since = next, t
+	m.env.Result.State = next
+	return nil
+}
+
+func msSince(from, to time.Time) float64 { return float64(to.Sub(from).Microseconds()) / 1000 }
+
+// Exec runs a request through the state machine. It returns the envelope
+// of every recorded run (completed, denied, awaiting approval or failed);
+// err is set, besides the envelope, when the run failed. A request that
+// is not valid returns only an error and is not recorded.
+func (rt *Runtime) Exec(req Request) (*Envelope, error) {
+	now := rt.now()
+	env, approved, err := rt.request(&req, now)
+	if err != nil {
+		return nil, err
+	}
+	m := &machine{env: env, now: rt.now, state: StateRequest, since: now, start: now}
+	runErr := rt.drive(m, req, approved)
+	if runErr != nil {
+		env.Result.Error = &ErrorInfo{Error: string(errs.KindOf(runErr)), Message: runErr.Error()}
+	}
+	if m.state != StateReport {
+		_ = m.enter(StateReport)
+	}
+	final := StateCompleted
+	switch {
+	case runErr != nil:
+		final = StateFailed
+	case env.Result.Decision.Action == policy.Deny:
+		final = StateDenied
+	case env.Result.Approval != nil && env.Result.Approval.Status == "pending":
+		final = StateAwaitingApproval
+	}
+	env.Success = final == StateCompleted && !env.Result.TimedOut && env.Result.ExitCode != nil && *env.Result.ExitCode == 0
+	// The report stage's own time is what it takes to write the record,
+	// so it is measured up to the write and charged before it.
+	env.Result.StageMs[StateReport] += msSince(m.since, rt.now())
+	env.Result.State = final
+	env.Result.DurationMs = msSince(m.start, rt.now())
+	if err := rt.Store.Put(env); err != nil && runErr == nil {
+		runErr = err
+	}
+	return env, runErr
+}
+
+// drive runs the stages after request. It returns the error that failed
+// the run, if any.
+func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
+	env := m.env
+	if err := m.enter(StateClassify); err != nil {
+		return err
+	}
+	d := policy.Classify(policy.Request{Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd}, rt.Policy)
+	env.Result.Decision = d
+	switch {
+	case d.Action == policy.Deny:
+		return nil
+	case d.Action == policy.RequireApproval && approved == nil:
+		env.Result.Approval = &Approval{ID: env.ID, Status: "pending", ExpiresAt: rt.now().Add(rt.approvalTTL()).UTC()}
+		return nil
+	}
+	if approved != nil {
+		a, err := rt.useApproval(approved.ID, env.ID)
+		if err != nil {
+			return err
+		}
+		env.Result.Approval = a
+	}
+	unlock, err := rt.lockVault(req.Vault)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	if err := m.enter(StateCheckpoint); err != nil {
+		return err
+	}
+	cp := ""
+	if !req.Readonly {
+		cp = CheckpointName(env.ID)
+		rt.flushMounts(req.Vault)
+		if err := rt.withVault(req.Vault, func(v *vfs.Vault) error {
+			_, err := v.SaveCheckpoint(cp, "before proxy run: "+strings.Join(env.Request.Command, " "))
+			return err
+		}); err != nil {
+			return err
+		}
+		requested := d.Action != policy.Allow || req.Checkpoint == CheckpointAlways
+		env.Result.Checkpoint = &CheckpointInfo{Name: cp, Requested: requested, Kept: req.Checkpoint != CheckpointNever}
+	}
+
+	if err := m.enter(StateMount); err != nil {
+		return err
+	}
+	mnt, started, err := rt.mount(req)
+	if err != nil {
+		return err
+	}
+	env.Request.Mountpoint, env.Result.Mountpoint = &mnt, &mnt
+	env.Result.MountReused = !started
+	stop := func() error { return nil }
+	if started && !req.KeepMount {
+		stop = func() error {
+			t := rt.now()
+			err := unmountAndWait(rt.Home, mnt)
+			env.Result.StageMs[StateMount] += msSince(t, rt.now())
+			return err
+		}
+	}
+	dir, err := workdir(mnt, req.Cwd)
+	if err != nil {
+		_ = stop()
+		return err
+	}
+
+	if err := m.enter(StateExecute); err != nil {
+		_ = stop()
+		return err
+	}
+	res := run(execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
+		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
+	fill(&env.Result, &res)
+	// The command has exited and every write through the mount was
+	// committed before its call returned: the vault holds the run's
+	// changes whatever the unmount does.
+	unmountErr := stop()
+
+	if err := m.enter(StateSummarize); err != nil {
+		return err
+	}
+	if cp != "" {
+		if !started || req.KeepMount {
+			rt.flushMounts(req.Vault)
+		}
+		err := rt.withVault(req.Vault, func(v *vfs.Vault) error {
+			changes, renames, err := summarize(v, cp)
+			if err != nil {
+				return err
+			}
+			env.Result.Changes, env.Result.ChangedFiles, env.Result.RenamesDetected = changes, len(changes), renames
+			if req.Checkpoint == CheckpointNever {
+				return v.DeleteCheckpoint(cp)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return unmountErr
+}
+
+// flushMounts asks each live read-write mount of the vault to persist what
+// it buffers, by an fsync of its root, so that a checkpoint or a summary
+// taken beside it sees every write made through it. A mount the run
+// unmounts needs none: unmount persists everything. How much an fsync of
+// the root persists is the mount's contract (docs/architecture.md, Mount).
+func (rt *Runtime) flushMounts(vault string) {
+	infos, err := mount.List(rt.Home)
+	if err != nil {
+		return
+	}
+	for _, in := range infos {
+		if in.Vault != vault || in.ReadOnly || !in.Live {
+			continue
+		}
+		if f, err := os.Open(in.Mountpoint); err == nil {
+			_ = f.Sync()
+			f.Close()
+		}
+	}
+}
+
+// withVault opens the vault for one step and closes it after. The proxy
+// never keeps it open across the mount: an engine that locks its file
+// (bbolt) would keep the mount's server out.
+func (rt *Runtime) withVault(name string, fn func(*vfs.Vault) error) error {
+	v, err := rt.Home.Open(name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	return fn(v)
+}
+
+func (rt *Runtime) now() time.Time {
+	if rt.Now != nil {
+		return rt.Now()
+	}
+	return time.Now()
+}
+
+func (rt *Runtime) approvalTTL() time.Duration {
+	if rt.ApprovalTTL > 0 {
+		return rt.ApprovalTTL
+	}
+	return DefaultApprovalTTL
+}
+
+// fill copies an execution's outcome into the result.
+func fill(r *Result, res *execResult) {
+	code := res.exitCode
+	r.ExitCode = &code
+	if res.signal != "" {
+		s := res.signal
+		r.Signal = &s
+	}
+	r.TimedOut = res.timedOut
+	r.Stdout, r.Stderr = string(res.stdout.buf), string(res.stderr.buf)
+	r.StdoutBytes, r.StderrBytes = res.stdout.total, res.stderr.total
+	r.StdoutTruncated, r.StderrTruncated = res.stdout.truncated(), res.stderr.truncated()
+}
+
+// childEnv is the command's environment: the runtime's, the run's own
+// variables, then --env, later entries winning.
+func (rt *Runtime) childEnv(req Request, id, mnt, dir string) []string {
+	env := slices.Clone(rt.Environ)
+	env = append(env, "AVFS_VAULT="+req.Vault, "AVFS_MOUNTPOINT="+mnt, "AVFS_PROXY_RUN="+id, "PWD="+dir)
+	return append(env, req.Env...)
+}
+
+// workdir is the command's working directory: cwd inside the mount,
+// which must be a directory and, symlinks resolved, still in the mount.
+func workdir(mnt, cwd string) (string, error) {
+	dir := filepath.Join(mnt, filepath.FromSlash(cwd))
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", &errs.Error{Kind: errs.NotFound, Op: "proxy exec", Path: cwd, Err: fmt.Errorf("--cwd: %w", err)}
+	}
+	if real != mnt && !strings.HasPrefix(real, mnt+"/") {
+		return "", &errs.Error{Kind: errs.InvalidPath, Op: "proxy exec", Path: cwd, Err: fmt.Errorf("--cwd leads outside the mount, to %s", real)}
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.IsDir() {
+		return "", &errs.Error{Kind: errs.NotADirectory, Op: "proxy exec", Path: cwd, Err: fmt.Errorf("--cwd is not a directory")}
+	}
+	return real, nil
+}
+
+// mount finds a live mount of the vault to reuse (read-write, or
+// read-only for a read-only request) or starts one under
+// $AVFS_HOME/proxy/mnt/. started is true when this run started it.
+func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
+	infos, err := mount.List(rt.Home)
+	if err != nil {
+		return "", false, err
+	}
+	stale := false
+	for _, in := range infos {
+		if in.Vault != req.Vault || in.ReadOnly != req.Readonly {
+			continue
+		}
+		if in.Live && mount.IsAvfsMount(in.Mountpoint) {
+			return in.Mountpoint, false, nil
+		}
+		stale = stale || !in.Live
+	}
+	if stale {
+		_, _ = mount.Prune(rt.Home)
+	}
+	name := req.Vault
+	if req.Readonly {
+		name += ".ro"
+	}
+	mnt = filepath.Join(rt.Home.Dir, "proxy", "mnt", name)
+	if err := os.MkdirAll(mnt, 0o700); err != nil {
+		return "", false, &errs.Error{Kind: errs.IoError, Op: "proxy mount", Path: mnt, Err: err}
+	}
+	if mount.IsAvfsMount(mnt) {
+		// A mount the records do not know (a crashed server): detach it.
+		_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
+	}
+	if err := rt.StartMount(req.Vault, mnt, req.Readonly); err != nil {
+		return "", false, err
+	}
+	if real, err := filepath.EvalSymlinks(mnt); err == nil {
+		mnt = real
+	}
+	return mnt, true, nil
+}
+
+// unmountAndWait unmounts a mount this run started and waits until its
+// server has closed the vault. A mount still held (by a process that left
+// the command's group) is detached instead, and its server finishes when
+// the last file is closed.
+func unmountAndWait(h *registry.Home, mnt string) error {
+	err := syscall.Unmount(mnt, 0)
+	if err == syscall.EBUSY {
+		err = syscall.Unmount(mnt, syscall.MNT_DETACH)
+	}
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy unmount", Path: mnt, Err: err}
+	}
+	if !mount.WaitGone(h, mnt, 30*time.Second) {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy unmount", Path: mnt, Err: fmt.Errorf("the mount's server did not finish")}
+	}
+	return nil
+}
+
+// summarize lists the changes since the run's checkpoint. A deleted path
+// and an added path that are the same inode are one rename.
+func summarize(v *vfs.Vault, cp string) ([]Change, bool, error) {
+	diff, err := vfs.Diff(vfs.StateRef{Vault: v, Checkpoint: cp}, vfs.StateRef{Vault: v})
+	if err != nil {
+		return nil, false, err
+	}
+	var added, deleted []int
+	for i, c := range diff {
+		switch c.Kind {
+		case vfs.Added:
+			added = append(added, i)
+		case vfs.Deleted:
+			deleted = append(deleted, i)
+		}
+	}
+	from := map[int]string{} // index of an added change → the path it was renamed from
+	if len(added) > 0 && len(deleted) > 0 {
+		before := map[vfs.Ino]string{}
+		err := v.ViewAt(cp, func(tx *vfs.Tx) error {
+			for _, i := range deleted {
+				if a, err := tx.Resolve(diff[i].Path, false); err == nil {
+					before[a.Ino] = diff[i].Path
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			err = v.View(func(tx *vfs.Tx) error {
+				for _, i := range added {
+					if a, err := tx.Resolve(diff[i].Path, false); err == nil {
+						if p, ok := before[a.Ino]; ok {
+							from[i] = p
+						}
+					}
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	gone := map[string]int64{} // renamed-away path → its size before
+	sizes := map[string]int64{}
+	for _, i := range deleted {
+		sizes[diff[i].Path] = diff[i].SizeBefore
+	}
+	for _, p := range from {
+		gone[p] = sizes[p]
+	}
+	out := []Change{}
+	for i, c := range diff {
+		if _, ok := gone[c.Path]; ok && c.Kind == vfs.Deleted {
+			continue
+		}
+		ch := Change{Path: c.Path, Kind: string(c.Kind), Type: c.Type, SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter}
+		if p, ok := from[i]; ok {
+			ch.Kind, ch.From, ch.SizeBefore = "renamed", &p, gone[p]
+		}
+		out = append(out, ch)
+	}
+	return out, true, nil
+}
