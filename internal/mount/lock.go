@@ -81,6 +81,9 @@ func lockedErr(vault, mountpoint string) error {
 func (l *writerLock) release() {
 	l.once.Do(func() {
 		_ = l.f.Truncate(0)
+		// Unlock explicitly: a child forked meanwhile holds the same open
+		// file until it execs, and Close alone would leave it the lock.
+		_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 		l.f.Close()
 	})
 }
@@ -95,9 +98,13 @@ func CheckWriter(h *registry.Home, vault string) error {
 		return nil
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); errors.Is(err, syscall.EWOULDBLOCK) {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
 		b, _ := os.ReadFile(path)
 		return lockedErr(vault, strings.TrimSpace(string(b)))
+	}
+	if err == nil {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // the probe must not hold off a mount
 	}
 	return nil
 }

@@ -86,6 +86,7 @@ func createRecord(h *registry.Home, info Info) (*record, error) {
 func (r *record) remove() {
 	r.once.Do(func() {
 		_ = os.Remove(r.path)
+		_ = syscall.Flock(int(r.f.Fd()), syscall.LOCK_UN) // a forked child's copy must not keep it
 		r.f.Close()
 	})
 }

@@ -239,6 +239,7 @@ func (s *Store) locked(fn func() error) error {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
 	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // see lockVault
 	return fn()
 }
 
@@ -263,5 +264,8 @@ func (rt *Runtime) lockVault(vault string) (func(), error) {
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0)
-	return func() { f.Close() }, nil
+	// Unlock explicitly: a child forked meanwhile (by any goroutine) holds
+	// the same open file until it execs, and Close alone would leave the
+	// lock to that copy.
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }

@@ -173,7 +173,9 @@ func (h *Home) lockCreate() (func(), error) {
 		f.Close()
 		return nil, &errs.Error{Kind: errs.IoError, Op: "vault create", Err: err}
 	}
-	return func() { f.Close() }, nil
+	// Unlock explicitly: a child forked meanwhile holds the same open file
+	// until it execs, and Close alone would leave the lock to that copy.
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
 // removeIncomplete removes vault file name if its creation never finished,
