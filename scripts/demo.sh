@@ -33,6 +33,16 @@ step cat /src/main.go
 
 step --vault myproject cat /src/main.go
 
+# One command through the proxy boundary: policy, checkpoint, mount, run,
+# change summary, one JSON envelope.
+step proxy exec --json --shell 'ls src && echo "- refactor main" > notes.txt && grep -rn main src'
+# A networked command is not run: it waits for a person's approval (exit 15).
+printf '\n\033[1m$ avfs proxy exec --shell "curl https://example.com"\033[0m\n'
+avfs proxy exec --shell 'curl https://example.com' | python3 -c 'import json,sys; r=json.load(sys.stdin)["result"]; print(r["state"], "-", r["decision"]["reason"])' || true
+step proxy history
+step proxy undo
+step ls /
+
 # The vault as a real directory: ordinary tools work in it.
 MNT=$(mktemp -d)
 trap 'avfs unmount --lazy "$MNT" >/dev/null 2>&1 || true; rm -rf "$AVFS_HOME" "$MNT"' EXIT
