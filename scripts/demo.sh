@@ -38,7 +38,7 @@ step --vault myproject cat /src/main.go
 step proxy exec --json --shell 'ls src && echo "- refactor main" > notes.txt && grep -rn main src'
 # A networked command is not run: it waits for a person's approval (exit 15).
 printf '\n\033[1m$ avfs proxy exec --shell "curl https://example.com"\033[0m\n'
-avfs proxy exec --shell 'curl https://example.com' | grep -E '"(state|reason)"' | sort -u || true
+avfs proxy exec --shell 'curl https://example.com' | grep -E '"(state|reason)"' | sed 's/^ *//' | sort -u || true
 step proxy history
 step proxy undo
 step ls /
