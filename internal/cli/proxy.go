@@ -35,6 +35,16 @@ func (a *app) proxyCmd() *cobra.Command {
 		a.proxyDecideCmd("approve", true), a.proxyDecideCmd("reject", false), a.proxyUndoCmd())
 }
 
+// proxyStore opens the home and its record of proxy runs.
+func (a *app) proxyStore() (*registry.Home, *proxy.Store, error) {
+	h, err := a.home()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := proxy.NewStore(h.Dir)
+	return h, store, err
+}
+
 // proxyRuntime is the proxy runtime of this run of avfs, for vault.
 func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, error) {
 	p, err := policy.Load(h.Dir, vault)
@@ -245,11 +255,7 @@ func (a *app) proxyHistoryCmd() *cobra.Command {
 		Short: "List the proxy runs kept under $AVFS_HOME/proxy/runs (of --vault, if given)",
 		Args:  noArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			h, err := a.home()
-			if err != nil {
-				return nil, err
-			}
-			store, err := proxy.NewStore(h.Dir)
+			_, store, err := a.proxyStore()
 			if err != nil {
 				return nil, err
 			}
@@ -280,11 +286,7 @@ func (a *app) proxyShowCmd() *cobra.Command {
 		Short: "Print the envelope of a proxy run",
 		Args:  exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			h, err := a.home()
-			if err != nil {
-				return nil, err
-			}
-			store, err := proxy.NewStore(h.Dir)
+			_, store, err := a.proxyStore()
 			if err != nil {
 				return nil, err
 			}
@@ -322,11 +324,7 @@ func (a *app) proxyDecideCmd(verb string, approve bool) *cobra.Command {
 		Short: map[bool]string{true: "Approve a proxy run that awaits approval", false: "Reject a proxy run that awaits approval"}[approve],
 		Args:  exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			h, err := a.home()
-			if err != nil {
-				return nil, err
-			}
-			store, err := proxy.NewStore(h.Dir)
+			h, store, err := a.proxyStore()
 			if err != nil {
 				return nil, err
 			}
@@ -360,11 +358,7 @@ listed. The vault must not be mounted read-write (VaultLocked otherwise):
 unmount a mount left by --keep-mount first.`,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			h, err := a.home()
-			if err != nil {
-				return nil, err
-			}
-			store, err := proxy.NewStore(h.Dir)
+			h, store, err := a.proxyStore()
 			if err != nil {
 				return nil, err
 			}

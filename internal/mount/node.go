@@ -93,44 +93,26 @@ func (f *fsys) update(op string, fn func(*vfs.Tx) error) syscall.Errno {
 	return f.toErrno(op, f.v.Update(fn))
 }
 
-// typeBits is the S_IF* bits of a vault file type.
-func typeBits(t vfs.FileType) uint32 {
-	switch t {
-	case vfs.TypeDir:
-		return syscall.S_IFDIR
-	case vfs.TypeFile:
-		return syscall.S_IFREG
-	case vfs.TypeSymlink:
-		return syscall.S_IFLNK
-	case vfs.TypeFifo:
-		return syscall.S_IFIFO
-	case vfs.TypeSocket:
-		return syscall.S_IFSOCK
-	case vfs.TypeChar:
-		return syscall.S_IFCHR
-	case vfs.TypeBlock:
-		return syscall.S_IFBLK
-	}
-	return 0
+// typeBitsOf maps each vault file type to its S_IF* bits.
+var typeBitsOf = map[vfs.FileType]uint32{
+	vfs.TypeDir:     syscall.S_IFDIR,
+	vfs.TypeFile:    syscall.S_IFREG,
+	vfs.TypeSymlink: syscall.S_IFLNK,
+	vfs.TypeFifo:    syscall.S_IFIFO,
+	vfs.TypeSocket:  syscall.S_IFSOCK,
+	vfs.TypeChar:    syscall.S_IFCHR,
+	vfs.TypeBlock:   syscall.S_IFBLK,
 }
+
+// typeBits is the S_IF* bits of a vault file type; 0 when unknown.
+func typeBits(t vfs.FileType) uint32 { return typeBitsOf[t] }
 
 // fileType is the vault file type of S_IF* mode bits; 0 when unknown.
 func fileType(mode uint32) vfs.FileType {
-	switch mode & syscall.S_IFMT {
-	case syscall.S_IFDIR:
-		return vfs.TypeDir
-	case syscall.S_IFREG:
-		return vfs.TypeFile
-	case syscall.S_IFLNK:
-		return vfs.TypeSymlink
-	case syscall.S_IFIFO:
-		return vfs.TypeFifo
-	case syscall.S_IFSOCK:
-		return vfs.TypeSocket
-	case syscall.S_IFCHR:
-		return vfs.TypeChar
-	case syscall.S_IFBLK:
-		return vfs.TypeBlock
+	for t, bits := range typeBitsOf {
+		if bits == mode&syscall.S_IFMT {
+			return t
+		}
 	}
 	return 0
 }
