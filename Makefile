@@ -26,8 +26,9 @@ test: deps lint
 	$(GO) test -race -count=1 ./...
 
 # Benchmarks the brief names, each beside a baseline measured in the same run.
+# BENCH_ARGS picks a part, e.g. BENCH_ARGS="-sections mount" (see -help).
 bench: build
-	$(GO) run ./internal/bench/cmd/avfsbench
+	$(GO) run ./internal/bench/cmd/avfsbench $(BENCH_ARGS)
 
 demo: build
 	@bash scripts/demo.sh
