@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,12 +25,10 @@ import (
 // Ext is the file name extension of vault files.
 const Ext = ".avfs"
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
-
 // CheckName validates a vault name: 1–64 characters of [A-Za-z0-9_-], not
 // starting with '-'.
 func CheckName(name string) error {
-	if !validName.MatchString(name) {
+	if !vfs.ValidName(name, 64, "-") {
 		return &errs.Error{Kind: errs.InvalidInput, Vault: name, Op: "vault name",
 			Err:  fmt.Errorf("invalid vault name %q", name),
 			Hint: "use 1-64 characters of A-Z a-z 0-9 _ -, not starting with -"}

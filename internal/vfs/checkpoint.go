@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
@@ -22,12 +22,30 @@ type Checkpoint struct {
 	Files     int64     `json:"files"`
 }
 
-var checkpointName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+// ValidName reports whether name is 1 to max characters of
+// [A-Za-z0-9_] and the bytes of extra, not starting with one of extra.
+// (A bounded regexp repetition would cost milliseconds to compile at
+// every start of avfs.)
+func ValidName(name string, max int, extra string) bool {
+	if name == "" || len(name) > max {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
+		case strings.IndexByte(extra, c) >= 0 && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // CheckName validates a checkpoint name: 1–128 characters of
 // [A-Za-z0-9_.-], not starting with '-' or '.'.
 func CheckName(kind, name string) error {
-	if !checkpointName.MatchString(name) {
+	if !ValidName(name, 128, ".-") {
 		return &errs.Error{Kind: errs.InvalidInput, Path: name,
 			Err:  fmt.Errorf("invalid %s name %q", kind, name),
 			Hint: "use 1-128 characters of A-Z a-z 0-9 _ . -, not starting with - or ."}

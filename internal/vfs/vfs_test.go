@@ -318,3 +318,14 @@ func TestCopyDataSharesChunks(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckpointNames(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"a": true, "v1.2-rc_3": true, "_x": true, strings.Repeat("n", 128): true,
+		"": false, "-x": false, ".x": false, "a/b": false, "a b": false, strings.Repeat("n", 129): false, "é": false,
+	} {
+		if err := vfs.CheckName("checkpoint", name); (err == nil) != ok {
+			t.Errorf("CheckName(%q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}
