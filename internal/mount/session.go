@@ -286,8 +286,9 @@ func (s *Session) serve() {
 }
 
 // release persists the buffered writes, closes the vault, then gives up
-// the record and the writer lock, in that order: once the lock is free,
-// the vault holds everything and is closed.
+// the writer lock and the record, in that order: `avfs unmount` waits for
+// the record's lock, so once it returns the vault holds everything, is
+// closed, and is writable by others.
 func (s *Session) release() {
 	if s.wb != nil {
 		if err := s.wb.close(); err != nil && s.opts.Log != nil {
@@ -299,11 +300,11 @@ func (s *Session) release() {
 			fmt.Fprintf(s.opts.Log, "avfs mount: closing vault: %v\n", err)
 		}
 	}
-	if s.rec != nil {
-		s.rec.remove()
-	}
 	if s.lock != nil {
 		s.lock.release()
+	}
+	if s.rec != nil {
+		s.rec.remove()
 	}
 }
 
