@@ -14,18 +14,12 @@ import (
 
 // Mount measures work inside a mount against the same work on the native
 // disk, in the same run, with real processes (cat, grep, git) against a
-// mount served by its own avfs process (bin/avfs, or $AVFS_BIN). It prints
+// mount served by its own avfs process (see avfsBinary). It prints
 // each as a ratio; the targets are the brief's.
 func Mount(cfg Config) error {
-	bin := os.Getenv("AVFS_BIN")
-	if bin == "" {
-		bin = "bin/avfs"
-	}
-	if abs, err := filepath.Abs(bin); err == nil {
-		bin = abs
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("mount bench needs the avfs binary (make build): %w", err)
+	bin, err := avfsBinary()
+	if err != nil {
+		return err
 	}
 	reps := max(cfg.Reps, 1)
 	work, err := os.MkdirTemp(cfg.Dir, "mountbench-")

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// avfsBinary finds the avfs binary the proxy benchmark runs: $AVFS_BIN,
+// avfsBinary finds the avfs binary the benchmarks run: $AVFS_BIN,
 // else bin/avfs (what `make build` writes), else avfs on PATH.
 func avfsBinary() (string, error) {
 	if p := os.Getenv("AVFS_BIN"); p != "" {
