@@ -20,6 +20,20 @@ func (a *app) policyCmd() *cobra.Command {
 
 // policyVault is the vault whose policy file applies: the selected vault,
 // or none when nothing is selected (the home's policy alone).
+// loadPolicy loads the effective policy of the selected vault ("" when none).
+func (a *app) loadPolicy() (string, *policy.Policy, error) {
+	h, err := a.home()
+	if err != nil {
+		return "", nil, err
+	}
+	vault, err := a.policyVault(h)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := policy.Load(h.Dir, vault)
+	return vault, p, err
+}
+
 func (a *app) policyVault(h *registry.Home) (string, error) {
 	name, err := a.vaultName(h)
 	if errs.Is(err, errs.NoActiveVault) {
@@ -64,15 +78,7 @@ of $AVFS_HOME/policies/<vault>.toml (which can only tighten). An invalid file
 is refused with the line at fault.`,
 		Args: noArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			h, err := a.home()
-			if err != nil {
-				return nil, err
-			}
-			vault, err := a.policyVault(h)
-			if err != nil {
-				return nil, err
-			}
-			p, err := policy.Load(h.Dir, vault)
+			vault, p, err := a.loadPolicy()
 			if err != nil {
 				return nil, err
 			}
@@ -112,15 +118,7 @@ func (a *app) policyCheckCmd() *cobra.Command {
 			if (len(args) == 0) == (shell == "") {
 				return nil, usageErrorf("give --shell SCRIPT or an argv after --")
 			}
-			h, err := a.home()
-			if err != nil {
-				return nil, err
-			}
-			vault, err := a.policyVault(h)
-			if err != nil {
-				return nil, err
-			}
-			p, err := policy.Load(h.Dir, vault)
+			vault, p, err := a.loadPolicy()
 			if err != nil {
 				return nil, err
 			}

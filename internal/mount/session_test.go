@@ -135,15 +135,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-// TestCLIMount runs avfs mount, mounts and unmount as a user would: the
-// mount served by its own process.
-func TestCLIMount(t *testing.T) {
+// cliMount creates vault v as the current vault of a new home and mounts
+// it with `avfs mount`, served by its own process; the mount is detached
+// when the test ends. It returns the home, the mountpoint and what mount printed.
+func cliMount(t *testing.T) (home, mnt string, doc map[string]any) {
+	t.Helper()
 	canMount(t)
-	home := t.TempDir()
+	home = t.TempDir()
 	if code, doc := avfs(t, home, "vault", "create", "v", "--use"); code != 0 {
 		t.Fatal(doc)
 	}
-	mnt, _ := mount.CleanMountpoint(t.TempDir())
+	mnt, _ = mount.CleanMountpoint(t.TempDir())
 	code, doc := avfs(t, home, "mount", mnt)
 	if code != 0 {
 		t.Fatalf("mount: %v", doc)
@@ -153,6 +155,13 @@ func TestCLIMount(t *testing.T) {
 			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
 		}
 	})
+	return home, mnt, doc
+}
+
+// TestCLIMount runs avfs mount, mounts and unmount as a user would: the
+// mount served by its own process.
+func TestCLIMount(t *testing.T) {
+	home, mnt, doc := cliMount(t)
 	pid := int(doc["pid"].(float64))
 	if doc["vault"] != "v" || doc["mountpoint"] != mnt || doc["readonly"] != false || pid == os.Getpid() {
 		t.Errorf("mount printed %v", doc)
@@ -164,7 +173,7 @@ func TestCLIMount(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, doc = avfs(t, home, "mount", "v", t.TempDir())
+	code, doc := avfs(t, home, "mount", "v", t.TempDir())
 	if code != 6 || doc["error"] != "VaultLocked" || doc["mountpoint"] != mnt {
 		t.Errorf("second rw mount: exit %d %v", code, doc)
 	}

@@ -524,12 +524,9 @@ func (w *writeback) accept(f *wfile, end uint64) syscall.Errno {
 	}
 	w.quotaMu.Lock()
 	defer w.quotaMu.Unlock()
-	var u vfs.Usage
-	if err := w.v.View(func(tx *vfs.Tx) (err error) {
-		u, err = tx.Usage()
-		return err
-	}); err != nil {
-		return errs.Errno(err)
+	u, e := w.usage()
+	if e != 0 {
+		return e
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -538,6 +535,16 @@ func (w *writeback) accept(f *wfile, end uint64) syscall.Errno {
 	}
 	w.reserved += growth
 	return 0
+}
+
+// usage reads the vault's committed usage counters.
+func (w *writeback) usage() (vfs.Usage, syscall.Errno) {
+	var u vfs.Usage
+	err := w.v.View(func(tx *vfs.Tx) (err error) {
+		u, err = tx.Usage()
+		return err
+	})
+	return u, errs.Errno(err)
 }
 
 // release gives back what accept reserved for a write that failed later.
@@ -558,12 +565,9 @@ func (w *writeback) reserveGrowth(growth int64, fn func() syscall.Errno) syscall
 	}
 	w.quotaMu.Lock()
 	defer w.quotaMu.Unlock()
-	var u vfs.Usage
-	if err := w.v.View(func(tx *vfs.Tx) (err error) {
-		u, err = tx.Usage()
-		return err
-	}); err != nil {
-		return errs.Errno(err)
+	u, e := w.usage()
+	if e != 0 {
+		return e
 	}
 	w.mu.Lock()
 	over := u.Bytes+w.reserved+growth > w.quota.MaxSizeMB<<20

@@ -243,21 +243,7 @@ func TestQuotaThroughMount(t *testing.T) {
 // busy, then checks that the vault passes fsck and holds every byte that
 // was fsync'd.
 func TestCrash(t *testing.T) {
-	canMount(t)
-	home := t.TempDir()
-	if code, doc := avfs(t, home, "vault", "create", "v", "--use"); code != 0 {
-		t.Fatal(doc)
-	}
-	mnt, _ := mount.CleanMountpoint(t.TempDir())
-	code, doc := avfs(t, home, "mount", mnt)
-	if code != 0 {
-		t.Fatalf("mount: %v", doc)
-	}
-	t.Cleanup(func() {
-		if mount.IsAvfsMount(mnt) {
-			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	})
+	home, mnt, doc := cliMount(t)
 	pid := int(doc["pid"].(float64))
 
 	synced := map[string][]byte{}
