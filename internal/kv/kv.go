@@ -28,6 +28,8 @@ var (
 	// ErrBusy means another writer held the database for longer than the
 	// engine's busy timeout.
 	ErrBusy = errors.New("kv: database is locked by another writer")
+	// ErrNoBatch is returned by Batch on an engine without batches.
+	ErrNoBatch = errors.New("kv: the engine has no batches")
 	// ErrEmptyKey is returned by Put for a zero-length key.
 	ErrEmptyKey = errors.New("kv: empty key")
 )
@@ -95,4 +97,32 @@ func PrefixEnd(prefix []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// Batcher is implemented by engines that can keep one write transaction
+// open across many small changes and undo any one of them on its own
+// (SQLite savepoints). The FUSE mount uses it so that creating a file
+// costs its own writes, not a commit: it commits a batch every few
+// milliseconds, on fsync and when it stops.
+type Batcher interface {
+	// Batch begins a write transaction that stays open until Commit or
+	// Rollback. It holds the engine's write lock all that time: Update
+	// calls, in this process and in others, wait for it.
+	Batch() (Batch, error)
+}
+
+// Batch is an open write transaction made of steps. A crash before Commit
+// keeps none of it. It is not safe for concurrent use.
+type Batch interface {
+	// Step runs fn as one step: when fn returns an error (or panics),
+	// everything fn changed is undone, the batch stays open and the error
+	// is returned unchanged.
+	Step(fn func(Tx) error) error
+	// Read runs fn read-only on the batch's state, steps not yet committed
+	// included.
+	Read(fn func(Tx) error) error
+	// Commit keeps every step, as Update's commit would, and ends the batch.
+	Commit() error
+	// Rollback drops every step and ends the batch.
+	Rollback() error
 }

@@ -18,6 +18,7 @@ import (
 // served.
 type fsys struct {
 	v        *vfs.Vault
+	st       *store // every read and change of the vault (store.go)
 	readonly bool
 	logger   *log.Logger
 	// hostDir is a directory on the host disk beside the vault file: an
@@ -80,17 +81,16 @@ func (f *fsys) toErrno(op string, err error) syscall.Errno {
 
 // view runs fn in a read transaction.
 func (f *fsys) view(op string, fn func(*vfs.Tx) error) syscall.Errno {
-	return f.toErrno(op, f.v.View(fn))
+	return f.toErrno(op, f.st.view(fn))
 }
 
-// update runs fn in a write transaction, committed before the reply.
-// Metadata changes are written through; file data goes through the
-// write-back cache (writeback.go).
+// update runs fn as one change of the vault, in the store's open batch
+// (store.go); file data goes through the write-back cache (writeback.go).
 func (f *fsys) update(op string, fn func(*vfs.Tx) error) syscall.Errno {
 	if f.readonly {
 		return syscall.EROFS
 	}
-	return f.toErrno(op, f.v.Update(fn))
+	return f.toErrno(op, f.st.update(fn))
 }
 
 // typeBitsOf maps each vault file type to its S_IF* bits.

@@ -47,49 +47,13 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	})
 }
 
-// Create makes a regular file. The kernel sends it only for a name it
-// believes absent; should the name exist after all, a create without
-// O_EXCL opens the existing file, as open(2) would (its buffered writes
-// persisted first when O_TRUNC cuts it).
+// Create answers ENOSYS: the kernel then stops sending CREATE and makes
+// files with MKNOD, then opens them itself (no_open), which saves the
+// RELEASE round trip that every CREATE is followed by. O_EXCL and O_TRUNC
+// keep their meaning: the kernel turns them into MKNOD's EEXIST and a
+// SETATTR of the size.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	uid, gid := caller(ctx)
-	var a vfs.Attr
-	var flush vfs.Ino // an existing file to persist before truncating it
-	for {
-		retry := false
-		errno := n.fs.update("create", func(tx *vfs.Tx) (err error) {
-			a, err = tx.Create(n.ino(), name, mode&0o7777, uid, gid)
-			if errno := n.fs.toErrno("create", err); errno == syscall.EEXIST && flags&syscall.O_EXCL == 0 {
-				if a, err = tx.Lookup(n.ino(), name); err != nil {
-					return err
-				}
-				if a.Type == vfs.TypeDir {
-					return syscall.EISDIR
-				}
-				if flags&syscall.O_TRUNC != 0 && a.Type == vfs.TypeFile {
-					if a.Ino != flush && n.fs.wb.lookup(a.Ino) != nil {
-						flush, retry = a.Ino, true
-						return syscall.EAGAIN // abort; persist it and try again
-					}
-					zero := uint64(0)
-					a, err = tx.SetAttr(a.Ino, vfs.SetAttr{Size: &zero})
-				}
-			}
-			return err
-		})
-		if retry {
-			if errno := n.fs.wb.flush(flush); errno != 0 {
-				return nil, nil, 0, errno
-			}
-			continue
-		}
-		if errno != 0 {
-			return nil, nil, 0, errno
-		}
-		break
-	}
-	n.fs.wb.changed()
-	return n.child(ctx, a, out), nil, fuse.FOPEN_KEEP_CACHE, 0
+	return nil, nil, 0, syscall.ENOSYS
 }
 
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

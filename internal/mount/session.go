@@ -218,13 +218,14 @@ func (s *Session) mount() error {
 		logw = io.Discard
 	}
 	logger := log.New(logw, "avfs mount: ", log.LstdFlags)
-	f := &fsys{v: s.v, readonly: o.ReadOnly, logger: logger, hostDir: filepath.Dir(o.Home.Path(o.Vault))}
+	st := newStore(s.v, logger, !o.ReadOnly)
+	f := &fsys{v: s.v, st: st, readonly: o.ReadOnly, logger: logger, hostDir: filepath.Dir(o.Home.Path(o.Vault))}
 	if !o.ReadOnly {
 		budget := o.WriteBudget
 		if budget <= 0 {
 			budget = defaultBudget
 		}
-		if s.wb, err = newWriteback(s.v, logger, budget); err != nil {
+		if s.wb, err = newWriteback(st, logger, budget); err != nil {
 			return err
 		}
 		f.wb = s.wb

@@ -87,6 +87,7 @@ type wfile struct {
 // writeback is the write-back cache of one mount.
 type writeback struct {
 	v      *vfs.Vault
+	st     *store
 	logger *log.Logger
 	budget int64
 	idle   time.Duration
@@ -113,8 +114,9 @@ type writeback struct {
 	pool sync.Pool // full-size chunk buffers
 }
 
-func newWriteback(v *vfs.Vault, logger *log.Logger, budget int64) (*writeback, error) {
-	w := &writeback{v: v, logger: logger, budget: budget, idle: idleFlush,
+func newWriteback(st *store, logger *log.Logger, budget int64) (*writeback, error) {
+	v := st.v
+	w := &writeback{v: v, st: st, logger: logger, budget: budget, idle: idleFlush,
 		files: map[vfs.Ino]*wfile{}, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
@@ -140,7 +142,7 @@ func (w *writeback) close() error {
 	close(w.stop)
 	<-w.done
 	err := w.persistAll()
-	if serr := w.v.Sync(); err == nil {
+	if serr := w.st.sync(); err == nil {
 		err = serr
 	}
 	if w.deferred {
@@ -235,7 +237,7 @@ func (w *writeback) persist(files []*wfile) error {
 	if w.quota.MaxSizeMB > 0 {
 		w.quotaMu.Lock()
 	}
-	err := w.v.Update(func(tx *vfs.Tx) error {
+	err := w.st.update(func(tx *vfs.Tx) error {
 		clear(gone)
 		for _, f := range batch {
 			chunks := make([]vfs.Chunk, 0, len(f.chunks))
@@ -343,7 +345,7 @@ func (w *writeback) fsync(ino vfs.Ino) syscall.Errno {
 	if e := w.flush(ino); e != 0 {
 		return e
 	}
-	if err := w.v.Sync(); err != nil {
+	if err := w.st.sync(); err != nil {
 		return errs.Errno(err)
 	}
 	return 0
@@ -357,7 +359,7 @@ func (w *writeback) fsyncAll() syscall.Errno {
 	if err := w.persistAll(); err != nil {
 		return errs.Errno(err)
 	}
-	if err := w.v.Sync(); err != nil {
+	if err := w.st.sync(); err != nil {
 		return errs.Errno(err)
 	}
 	return 0
@@ -417,7 +419,7 @@ func (w *writeback) file(ino vfs.Ino) (*wfile, syscall.Errno) {
 		w.mu.Unlock()
 		if f == nil {
 			var a vfs.Attr
-			err := w.v.View(func(tx *vfs.Tx) (err error) {
+			err := w.st.view(func(tx *vfs.Tx) (err error) {
 				a, err = tx.GetAttr(ino)
 				return err
 			})
@@ -540,7 +542,7 @@ func (w *writeback) accept(f *wfile, end uint64) syscall.Errno {
 // usage reads the vault's committed usage counters.
 func (w *writeback) usage() (vfs.Usage, syscall.Errno) {
 	var u vfs.Usage
-	err := w.v.View(func(tx *vfs.Tx) (err error) {
+	err := w.st.view(func(tx *vfs.Tx) (err error) {
 		u, err = tx.Usage()
 		return err
 	})
@@ -583,7 +585,7 @@ func (w *writeback) load(f *wfile, index uint64, grown int64) ([]byte, int64, er
 	start := index * vfs.ChunkSize
 	n := min(vfs.ChunkSize, f.base-start)
 	buf, g := w.grow(nil, int(n))
-	err := w.v.View(func(tx *vfs.Tx) error {
+	err := w.st.view(func(tx *vfs.Tx) error {
 		_, err := tx.Read(f.ino, int64(start), buf)
 		return err
 	})
@@ -666,7 +668,7 @@ func (w *writeback) read(ino vfs.Ino, dest []byte, off int64) (n int, ok bool, e
 	if covered {
 		clear(dest)
 	} else {
-		err := w.v.View(func(tx *vfs.Tx) error {
+		err := w.st.view(func(tx *vfs.Tx) error {
 			got, err := tx.Read(ino, off, dest)
 			clear(dest[got:])
 			return err

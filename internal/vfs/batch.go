@@ -80,3 +80,53 @@ func (t *Tx) WriteChunks(ino Ino, size uint64, mtime time.Time, chunks []Chunk) 
 	}
 	return t.putInode(n)
 }
+
+// Batch keeps one write transaction of the working state open across
+// many operations (kv.Batcher): each Update is one step that is undone
+// alone when it fails, and nothing is kept before Commit. The FUSE mount
+// uses it so that a create or a rename costs its own writes rather than a
+// commit each. While a batch is open it holds the vault's write lock: other
+// writers wait, and readers outside it see the state of the last commit.
+// A Batch is not safe for concurrent use.
+type Batch struct {
+	v  *Vault
+	kb kv.Batch
+}
+
+// Batch begins a batch. An engine without batches gives an error wrapping
+// kv.ErrNoBatch.
+func (v *Vault) Batch() (*Batch, error) {
+	if err := v.checkGuard(); err != nil {
+		return nil, err
+	}
+	bt, ok := v.eng.(kv.Batcher)
+	if !ok {
+		return nil, storageErr("batch", v.Name(), kv.ErrNoBatch)
+	}
+	kb, err := bt.Batch()
+	if err != nil {
+		return nil, storageErr("batch", v.Name(), err)
+	}
+	return &Batch{v: v, kb: kb}, nil
+}
+
+// Update runs fn as one step of the batch: on error nothing of fn is kept
+// and the batch goes on.
+func (b *Batch) Update(fn func(*Tx) error) error {
+	if err := b.v.checkGuard(); err != nil {
+		return err
+	}
+	return storageErr("", b.v.Name(), b.kb.Step(b.v.body(true, nil, fn)))
+}
+
+// View runs fn read-only on the batch's state, its uncommitted steps
+// included.
+func (b *Batch) View(fn func(*Tx) error) error {
+	return storageErr("", b.v.Name(), b.kb.Read(b.v.body(false, nil, fn)))
+}
+
+// Commit keeps every step and ends the batch.
+func (b *Batch) Commit() error { return storageErr("commit", b.v.Name(), b.kb.Commit()) }
+
+// Rollback drops every step and ends the batch.
+func (b *Batch) Rollback() error { return storageErr("rollback", b.v.Name(), b.kb.Rollback()) }

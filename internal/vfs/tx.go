@@ -42,7 +42,27 @@ func (v *Vault) ViewAt(checkpoint string, fn func(*Tx) error) error {
 }
 
 func (v *Vault) run(write bool, checkpoint *string, fn func(*Tx) error) error {
-	body := func(kt kv.Tx) error {
+	body := v.body(write, checkpoint, fn)
+	var err error
+	if write {
+		if err := v.checkGuard(); err != nil {
+			return err
+		}
+		err = v.eng.Update(body)
+	} else {
+		err = v.eng.View(body)
+	}
+	if err != nil {
+		return storageErr("", v.Name(), err)
+	}
+	return nil
+}
+
+// body is what a transaction runs on its own file: it finds the chain of
+// layers of the state (the working state, or the checkpoint's), binds the
+// chain's parent files and runs fn.
+func (v *Vault) body(write bool, checkpoint *string, fn func(*Tx) error) func(kv.Tx) error {
+	return func(kt kv.Tx) error {
 		var c *chain
 		var err error
 		if checkpoint != nil {
@@ -67,19 +87,6 @@ func (v *Vault) run(write bool, checkpoint *string, fn func(*Tx) error) error {
 			return t.flushUsage()
 		})
 	}
-	var err error
-	if write {
-		if err := v.checkGuard(); err != nil {
-			return err
-		}
-		err = v.eng.Update(body)
-	} else {
-		err = v.eng.View(body)
-	}
-	if err != nil {
-		return storageErr("", v.Name(), err)
-	}
-	return nil
 }
 
 // bind opens read transactions on the parent files of the chain, then runs fn.

@@ -34,3 +34,18 @@ func (h *handle) Sync() error {
 	}
 	return nil
 }
+
+var _ kv.Batcher = (*handle)(nil)
+
+// Batch implements kv.Batcher for engines that do; for the others it
+// returns an error wrapping kv.ErrNoBatch, and callers fall back to one Update per change.
+func (h *handle) Batch() (kv.Batch, error) {
+	if h.closed.Load() {
+		return nil, kv.ErrClosed
+	}
+	b, ok := h.s.eng.(kv.Batcher)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", h.s.eng.Name(), kv.ErrNoBatch)
+	}
+	return b.Batch()
+}

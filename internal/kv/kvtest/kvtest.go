@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) kv.Engine) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"LargeValues", testLargeValues},
 		{"ManyKeys", testManyKeys},
+		{"Batch", testBatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,6 +42,8 @@ type conn struct {
 	begin, beginImm       *sqlite3.Stmt
 	commit, rollbackStmt  *sqlite3.Stmt
 	snapshot              *sqlite3.Stmt
+	savepoint, release    *sqlite3.Stmt // a batch's steps (batch.go)
+	rollbackTo            *sqlite3.Stmt
 	scanFromBusy, rngBusy bool // a Scan is iterating the cached statement
 }
 
@@ -137,6 +139,8 @@ func (c *conn) prepare() error {
 		{&c.begin, `BEGIN`}, {&c.beginImm, `BEGIN IMMEDIATE`},
 		{&c.commit, `COMMIT`}, {&c.rollbackStmt, `ROLLBACK`},
 		{&c.snapshot, sqlSnapshot},
+		{&c.savepoint, `SAVEPOINT step`}, {&c.release, `RELEASE step`},
+		{&c.rollbackTo, `ROLLBACK TO step`},
 	} {
 		s, _, err := c.c.PrepareFlags(p.sql, sqlite3.PREPARE_PERSISTENT)
 		if err != nil {

@@ -1,0 +1,124 @@
+package mount
+
+import (
+	"errors"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// store is the mount's one way to its vault. Every change goes into an
+// open batch (vfs.Batch): a create, a rename or a write-back costs its own
+// writes, and the batch is committed at most commitAfter after its first
+// change, after maxSteps changes, on fsync and when the mount stops. A
+// commit per change cost about 0.2 ms, four times the change itself.
+//
+// Reads made while a batch is open go through it, so they see its changes;
+// otherwise they use the vault's read connections and run side by side.
+// Other processes (the CLI, a proxy's checkpoint) see the last commit.
+//
+// A crash of the mount process loses the open batch, at most commitAfter
+// of changes, and leaves the vault as of the last commit. fsync(2) commits
+// and syncs. A failed commit loses the batch's changes: it is logged, and
+// the next fsync reports it, as a disk reports a failed write-back.
+//
+// An engine without batches (bbolt) commits every change on its own.
+type store struct {
+	v      *vfs.Vault
+	logger *log.Logger
+
+	mu       sync.Mutex // serializes the batch; held across each of its steps
+	batching bool       // the engine has batches
+	b        *vfs.Batch // nil when no batch is open
+	steps    int
+	timer    *time.Timer
+	failed   error // a commit that failed, reported by the next sync
+}
+
+// How long and how large a batch grows before it is committed.
+const (
+	commitAfter = 10 * time.Millisecond
+	maxSteps    = 4096
+)
+
+func newStore(v *vfs.Vault, logger *log.Logger, batching bool) *store {
+	return &store{v: v, logger: logger, batching: batching}
+}
+
+// view runs fn read-only on the latest state of the vault, uncommitted
+// changes included.
+func (s *store) view(fn func(*vfs.Tx) error) error {
+	s.mu.Lock()
+	if s.b != nil {
+		defer s.mu.Unlock()
+		return s.b.View(fn)
+	}
+	s.mu.Unlock()
+	return s.v.View(fn)
+}
+
+// update runs fn as one change: on error nothing of it is kept.
+func (s *store) update(fn func(*vfs.Tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.batching {
+		return s.v.Update(fn)
+	}
+	if s.b == nil {
+		b, err := s.v.Batch()
+		if errors.Is(err, kv.ErrNoBatch) {
+			s.batching = false
+			return s.v.Update(fn)
+		}
+		if err != nil {
+			return err
+		}
+		s.b, s.steps = b, 0
+		s.timer = time.AfterFunc(commitAfter, func() { _ = s.commit() })
+	}
+	err := s.b.Update(fn)
+	s.steps++
+	if s.steps >= maxSteps {
+		s.commitLocked()
+	}
+	return err
+}
+
+// commit commits the open batch, if any; it returns the error of a
+// commit that failed since the last call.
+func (s *store) commit() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commitLocked()
+	err := s.failed
+	s.failed = nil
+	return err
+}
+
+func (s *store) commitLocked() {
+	if s.b == nil {
+		return
+	}
+	s.timer.Stop()
+	err := s.b.Commit()
+	s.b = nil
+	if err != nil {
+		if s.logger != nil {
+			s.logger.Printf("committing %d changes: %v", s.steps, err)
+		}
+		s.failed = errors.Join(s.failed, err)
+	}
+}
+
+// sync is the durability barrier: every change made before it is
+// committed and on disk when it returns nil.
+func (s *store) sync() error {
+	err := s.commit()
+	if serr := s.v.Sync(); err == nil {
+		err = serr
+	}
+	return err
+}
