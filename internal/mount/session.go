@@ -22,6 +22,7 @@
 package mount
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -83,6 +84,9 @@ type Options struct {
 	// WriteBudget bounds the memory holding written data not yet in the
 	// vault (64 MiB when zero).
 	WriteBudget int64
+	// Control are ops a read-write mount answers on its control socket
+	// (control.go), beside the built-in "flush".
+	Control map[string]ControlFunc
 }
 
 // Session is one mount of a vault.
@@ -95,6 +99,8 @@ type Session struct {
 	v      *vfs.Vault
 	server *fuse.Server
 	wb     *writeback
+	st     *store
+	ctl    *controlServer
 	lock   *writerLock
 	rec    *record
 	done   chan struct{} // closed once the session is unmounted or failed
@@ -219,6 +225,7 @@ func (s *Session) mount() error {
 	}
 	logger := log.New(logw, "avfs mount: ", log.LstdFlags)
 	st := newStore(s.v, logger, !o.ReadOnly)
+	s.st = st
 	f := &fsys{v: s.v, st: st, readonly: o.ReadOnly, logger: logger, hostDir: filepath.Dir(o.Home.Path(o.Vault))}
 	if !o.ReadOnly {
 		budget := o.WriteBudget
@@ -270,7 +277,54 @@ func (s *Session) mount() error {
 		return &errs.Error{Kind: MountFailed, Op: "mount", Path: o.Mountpoint, Vault: o.Vault,
 			Err: errors.New("the mount did not appear in the mount table")}
 	}
+	if !o.ReadOnly {
+		path, err := ControlPath(o.Home, o.Mountpoint)
+		if err == nil {
+			s.ctl, err = listenControl(path, s.controlOps(), s.exclusive)
+		}
+		if err != nil {
+			_ = server.Unmount()
+			return &errs.Error{Kind: MountFailed, Op: "mount", Path: o.Mountpoint, Vault: o.Vault,
+				Err: fmt.Errorf("control socket: %w", err)}
+		}
+	}
 	return nil
+}
+
+// controlOps are the ops of the control socket: the options' and "flush",
+// which persists everything the mount holds (and with {"sync": true}
+// makes it durable).
+func (s *Session) controlOps() map[string]ControlFunc {
+	ops := map[string]ControlFunc{}
+	for name, fn := range s.opts.Control {
+		ops[name] = fn
+	}
+	ops["flush"] = func(v *vfs.Vault, args json.RawMessage) (any, error) {
+		var a struct {
+			Sync bool `json:"sync"`
+		}
+		if len(args) > 0 {
+			if err := json.Unmarshal(args, &a); err != nil {
+				return nil, err
+			}
+		}
+		if a.Sync {
+			return nil, v.Sync()
+		}
+		return nil, nil
+	}
+	return ops
+}
+
+// exclusive runs fn with everything written through the mount in the
+// vault and no change of the mount's running beside it.
+func (s *Session) exclusive(fn func(*vfs.Vault) error) error {
+	if s.wb != nil {
+		if err := s.wb.persistAll(); err != nil {
+			return err
+		}
+	}
+	return s.st.exclusive(fn)
 }
 
 // serve waits for the FUSE loop to end (an unmount, by this session or
@@ -291,6 +345,9 @@ func (s *Session) serve() {
 // the record's lock, so once it returns the vault holds everything, is
 // closed, and is writable by others.
 func (s *Session) release() {
+	if s.ctl != nil {
+		s.ctl.close()
+	}
 	if s.wb != nil {
 		if err := s.wb.close(); err != nil && s.opts.Log != nil {
 			fmt.Fprintf(s.opts.Log, "avfs mount: persisting buffered writes: %v\n", err)

@@ -122,3 +122,17 @@ func (s *store) sync() error {
 	}
 	return err
 }
+
+// exclusive commits the open batch and runs fn with no change of the
+// mount's in between: fn may use the vault's own transactions (a
+// checkpoint, a diff) as if the mount were not there.
+func (s *store) exclusive(fn func(v *vfs.Vault) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.commitLocked()
+	if err := s.failed; err != nil {
+		s.failed = nil
+		return err
+	}
+	return fn(s.v)
+}

@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// A run on a vault that is mounted read-write asks the mount's server for
+// its checkpoint and its change summary (mount.Call): the server holds the
+// vault open with every write made through the mount, so neither step
+// opens the vault again nor waits for an fsync. Runs fall back to opening
+// the vault when the mount has no control socket.
+const (
+	opCheckpoint = "proxy.checkpoint"
+	opSummarize  = "proxy.summarize"
+)
+
+type checkpointArgs struct {
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
+
+type summarizeArgs struct {
+	Checkpoint string `json:"checkpoint"`
+	// Delete forgets the checkpoint once the summary is taken
+	// (--checkpoint never).
+	Delete bool `json:"delete"`
+}
+
+type summary struct {
+	Changes []Change `json:"changes"`
+	Renames bool     `json:"renames"`
+}
+
+// ServerOps are the ops a mount's server answers for proxy runs; the CLI
+// gives them to every read-write mount it serves (mount.Options.Control).
+func ServerOps() map[string]mount.ControlFunc {
+	return map[string]mount.ControlFunc{
+		opCheckpoint: func(v *vfs.Vault, raw json.RawMessage) (any, error) {
+			var a checkpointArgs
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return nil, err
+			}
+			_, err := v.SaveCheckpoint(a.Name, a.Message)
+			return nil, err
+		},
+		opSummarize: func(v *vfs.Vault, raw json.RawMessage) (any, error) {
+			var a summarizeArgs
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return nil, err
+			}
+			s, err := summarizeIn(v, a)
+			if err != nil {
+				return nil, err
+			}
+			// The envelope reports the run's changes: make them durable
+			// before it is written.
+			return s, v.Sync()
+		},
+	}
+}
+
+// summarizeIn takes a run's summary in v.
+func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
+	changes, renames, err := summarize(v, a.Checkpoint)
+	if err != nil {
+		return summary{}, err
+	}
+	if a.Delete {
+		if err := v.DeleteCheckpoint(a.Checkpoint); err != nil {
+			return summary{}, err
+		}
+	}
+	return summary{Changes: changes, Renames: renames}, nil
+}
+
+// liveMount is the live read-write mount of vault, or "".
+func (rt *Runtime) liveMount(vault string) string {
+	infos, err := mount.List(rt.Home)
+	if err != nil {
+		return ""
+	}
+	for _, in := range infos {
+		if in.Vault == vault && !in.ReadOnly && in.Live {
+			return in.Mountpoint
+		}
+	}
+	return ""
+}
+
+// inVault runs a control op in the server of mnt when there is one, and
+// fn on the vault opened here otherwise (after asking any mount of the
+// vault to persist what it buffers).
+func (rt *Runtime) inVault(vault, mnt, op string, args, result any, fn func(*vfs.Vault) error) error {
+	if mnt != "" {
+		err := mount.Call(rt.Home, mnt, op, args, result)
+		if !errors.Is(err, mount.ErrNoControl) {
+			return err
+		}
+	}
+	rt.flushMounts(vault)
+	return rt.withVault(vault, fn)
+}
