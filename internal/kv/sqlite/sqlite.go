@@ -137,6 +137,11 @@ func build(path string) error {
 	if err != nil {
 		return err
 	}
+	// A rowid table, not WITHOUT ROWID: the key index then holds keys
+	// only. With values in the key's b-tree, every binary search that
+	// passed a 64 KiB chunk read all of it (SQLite reads a whole record
+	// that overflows its page to compare keys): in a vault holding 128 MiB
+	// a lookup cost 430 µs instead of 20, a read of the data 6.8x more.
 	// 16 KiB pages: a 64 KiB chunk then spans 4 overflow pages, not 17.
 	// Measured against 4 KiB pages (vfs, 64 MiB file): reads 2.2x faster,
 	// writes 10% faster, small commits no slower, a stat 10% slower; 64 KiB
@@ -144,7 +149,7 @@ func build(path string) error {
 	err = c.exec(fmt.Sprintf(`PRAGMA page_size = 16384;
 		BEGIN IMMEDIATE;
 		PRAGMA application_id = %d;
-		CREATE TABLE kv(k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;
+		CREATE TABLE kv(k BLOB PRIMARY KEY, v BLOB NOT NULL);
 		COMMIT;`, ApplicationID))
 	if err == nil {
 		err = c.setWAL()
