@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
@@ -34,26 +35,58 @@ func (db *DB) DeferSync(on bool) error {
 // Sync implements kv.Syncer: it fsyncs the write-ahead log, which holds
 // every commit not yet checkpointed into the database file (a checkpoint
 // fsyncs the database file before the log is reused), and the directory,
-// which names the log. Commits made with synchronous=FULL are already
-// synced; then this costs an fsync of clean files.
+// which names the log — once per log file: the log lives as long as a
+// connection is open, so after the first Sync its name is durable. Commits
+// made with synchronous=FULL are already synced; then this costs an fsync
+// of clean files.
 func (db *DB) Sync() error {
 	if err := db.enter(); err != nil {
 		return err
 	}
 	defer db.running.Done()
-	for _, p := range []string{db.path + "-wal", filepath.Dir(db.path)} {
-		f, err := os.Open(p)
-		if os.IsNotExist(err) {
-			continue // no log: everything is in the (synced) database file
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite %s: sync: %w", db.path, err)
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("sqlite %s: sync: %w", db.path, err)
-		}
+	f, err := os.Open(db.path + "-wal")
+	if os.IsNotExist(err) {
+		return nil // no log: everything is in the (synced) database file
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite %s: sync: %w", db.path, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sqlite %s: sync: %w", db.path, err)
+	}
+	id, ok := fileID(f)
+	db.mu.Lock()
+	named := ok && id == db.walNamed
+	db.mu.Unlock()
+	if named {
+		return nil
+	}
+	d, err := os.Open(filepath.Dir(db.path))
+	if err == nil {
+		err = d.Sync()
+		d.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite %s: sync: %w", db.path, err)
+	}
+	if ok {
+		db.mu.Lock()
+		db.walNamed = id
+		db.mu.Unlock()
 	}
 	return nil
+}
+
+// fileID is the device and inode of an open file.
+func fileID(f *os.File) ([2]uint64, bool) {
+	fi, err := f.Stat()
+	if err != nil {
+		return [2]uint64{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return [2]uint64{}, false
+	}
+	return [2]uint64{uint64(st.Dev), uint64(st.Ino)}, true
 }

@@ -93,6 +93,8 @@ type DB struct {
 	mu      sync.Mutex // guards the fields below
 	closed  bool
 	idle    []*conn        // read connections ready for a View
+	// walNamed is the log file whose directory entry Sync made durable.
+	walNamed [2]uint64
 	running sync.WaitGroup // Views and Updates in progress
 }
 
