@@ -298,12 +298,34 @@ Kinds are added, modified, deleted, type_changed and mode_changed; only
 the layers that differ are read, never file data.`,
 		Args: rangeArgs(0, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			if len(args) == 2 && strings.HasPrefix(args[0], "vault:") && strings.HasPrefix(args[1], "vault:") {
+				// Both states name their vault: none need be selected.
+				return a.diffNamed(args)
+			}
 			return a.withVault(func(h *registry.Home, v *vfs.Vault) (any, error) {
 				return diffStates(h, v, args)
 			})
 		}),
 		ValidArgsFunction: a.completeCheckpoints,
 	}
+}
+
+// diffNamed compares two states that each name their vault.
+func (a *app) diffNamed(args []string) (any, error) {
+	h, err := a.home()
+	if err != nil {
+		return nil, err
+	}
+	from, err := parseRef(args[0], "")
+	if err != nil {
+		return nil, err
+	}
+	v, err := h.Open(from.vault)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	return diffStates(h, v, args)
 }
 
 func diffStates(h *registry.Home, v *vfs.Vault, args []string) (any, error) {
