@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin/avfs
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test deps lint vet staticcheck bench demo clean
+.PHONY: build test test-go test-npm test-python deps lint vet staticcheck bench demo release clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/avfs
@@ -21,9 +21,19 @@ staticcheck:
 
 lint: vet staticcheck
 
-# The whole suite: race detector on, nothing cached.
-test: deps lint
+# The whole suite: the Go tests (race detector on, nothing cached), then
+# the npm and pip packages built from the tree, installed offline and
+# driven end to end.
+test: deps lint test-go test-npm test-python
+
+test-go:
 	$(GO) test -race -count=1 ./...
+
+test-npm: build
+	AVFS_BIN_PATH=$(CURDIR)/$(BIN) bash npm/scripts/test.sh
+
+test-python: build
+	AVFS_BIN_PATH=$(CURDIR)/$(BIN) bash python/scripts/test.sh
 
 # Benchmarks the brief names, each beside a baseline measured in the same run.
 # BENCH_ARGS picks a part, e.g. BENCH_ARGS="-sections mount" (see -help).
@@ -33,5 +43,10 @@ bench: build
 demo: build
 	@bash scripts/demo.sh
 
+# Release builds: linux and darwin × amd64 and arm64, CGO_ENABLED=0, with
+# dist/SHA256SUMS; VERSION=v1.2.3 stamps the version.
+release:
+	bash scripts/release.sh $(VERSION)
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -8,6 +8,9 @@ command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v tar >/dev/null 2>&1 || need+=(tar)
+# The npm package's tests (make test-npm); machines of this kind ship
+# Node.js 20, Debian's is the fallback.
+command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "avfs: missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2

@@ -16,7 +16,7 @@ import (
 // disk, in the same run, with real processes (cat, grep, git) against a
 // mount served by its own avfs process (see avfsBinary). It prints
 // each as a ratio; the targets are the brief's.
-func Mount(cfg Config) error {
+func Mount(cfg Config) (err error) {
 	bin, err := avfsBinary()
 	if err != nil {
 		return err
@@ -59,6 +59,16 @@ func Mount(cfg Config) error {
 		return fmt.Errorf("avfs mount printed %q: %w", out, err)
 	}
 	defer func() { _, _ = avfs("unmount", mnt) }()
+	// A failing workload shows what the mount's server logged.
+	defer func() {
+		if err != nil {
+			if logs, _ := filepath.Glob(filepath.Join(home, "mounts", "*.log")); len(logs) > 0 {
+				if b, rerr := os.ReadFile(logs[0]); rerr == nil && len(b) > 0 {
+					err = fmt.Errorf("%w\nmount server log:\n%s", err, b)
+				}
+			}
+		}
+	}()
 
 	w := cfg.Out
 	fmt.Fprintf(w, "mount vs native disk (median of %d, same run)\n", reps)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
@@ -79,6 +81,9 @@ mount fails with VaultLocked naming the mountpoint. Read-only mounts may be
 many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			if err := mount.Available(); err != nil {
+				return nil, err
+			}
 			h, err := a.home()
 			if err != nil {
 				return nil, err
@@ -196,7 +201,15 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, read
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	h.WriteGuard = nil // this process is the vault's writer
-	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: readonly, Log: a.env.Stderr})
+	// A soft limit for the Go heap of the serving process: the write-back
+	// budget (64 MiB) and SQLite's page caches are its live memory, and
+	// without a limit the collector lets a streaming write grow the heap
+	// to twice that before it runs.
+	debug.SetMemoryLimit(serverMemoryLimit)
+	// AVFS_MOUNT_DEBUG=1 logs every FUSE request to the server's stderr.
+	debug := a.env.Getenv("AVFS_MOUNT_DEBUG") == "1"
+	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: readonly,
+		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps()})
 	if err := s.Mount(); err != nil {
 		report(failureMsg(err))
 		return nil, err
@@ -218,6 +231,9 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, read
 		}
 	}
 }
+
+// serverMemoryLimit is the soft memory limit of a mount's serving process.
+const serverMemoryLimit = 144 << 20
 
 // failureMsg carries a mount failure to the process that waits for it.
 func failureMsg(err error) readyMsg {
@@ -283,7 +299,7 @@ server finish when the last of them is closed.`,
 			}
 			flags := 0
 			if lazy {
-				flags = syscall.MNT_DETACH
+				flags = mount.MNTDetach
 			}
 			if err := syscall.Unmount(mnt, flags); err != nil {
 				if errors.Is(err, syscall.EBUSY) {

@@ -52,6 +52,9 @@ const (
 	ConfirmationRequired Kind = "ConfirmationRequired"
 	// Interrupted is a command stopped by a signal.
 	Interrupted Kind = "Interrupted"
+	// FuseUnavailable is a mount (or a proxy run, which needs one) on a
+	// host without FUSE: no /dev/fuse on Linux, no macFUSE on darwin.
+	FuseUnavailable Kind = "FuseUnavailable"
 )
 
 // Error is the one error type avfs returns. Fields other than Kind are
@@ -131,6 +134,7 @@ var kindErrno = map[Kind]syscall.Errno{
 	CorruptVault:       syscall.EIO,
 	StorageError:       syscall.EIO,
 	IoError:            syscall.EIO,
+	FuseUnavailable:    syscall.ENODEV,
 }
 
 var errnoKind = map[syscall.Errno]Kind{

@@ -38,6 +38,7 @@ type node struct {
 
 	mu   sync.Mutex
 	last *vfs.Attr // the attributes last reported to the kernel
+	orphanState
 }
 
 // remember records the attributes reported for the node.

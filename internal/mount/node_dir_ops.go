@@ -7,7 +7,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -66,10 +65,12 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	})
 }
 
-// Unlink removes a name; when it was the inode's last, the inode's
-// buffered writes go with it.
+// Unlink removes a name. A file that loses its last name stays in the
+// vault as an orphan while the kernel holds it (a program may have it
+// open): it is released when the kernel forgets it (OnForget).
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	var gone vfs.Ino
+	child := n.GetChild(name)
+	var orphan vfs.Ino
 	errno := n.fs.update("unlink", func(tx *vfs.Tx) error {
 		a, err := tx.Lookup(n.ino(), name)
 		if err != nil {
@@ -78,22 +79,22 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		if err := tx.Unlink(n.ino(), name); err != nil {
 			return err
 		}
-		gone = droppedIno(tx, a)
+		orphan = orphaned(tx, a)
 		return nil
 	})
-	if errno == 0 && gone != 0 {
-		n.fs.wb.drop(gone)
+	if errno == 0 && orphan != 0 {
+		n.fs.adopt(child, orphan)
 	}
 	return errno
 }
 
-// droppedIno is a's inode if the vault no longer holds it after the
-// transaction's change, else 0.
-func droppedIno(tx *vfs.Tx, a vfs.Attr) vfs.Ino {
+// orphaned is a's inode if the change made it an orphan (a regular file
+// with no name left), else 0.
+func orphaned(tx *vfs.Tx, a vfs.Attr) vfs.Ino {
 	if a.Type != vfs.TypeFile {
 		return 0
 	}
-	if _, err := tx.GetAttr(a.Ino); errs.Errno(err) == syscall.ENOENT {
+	if now, err := tx.GetAttr(a.Ino); err == nil && now.Nlink == 0 {
 		return a.Ino
 	}
 	return 0
@@ -112,19 +113,20 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok {
 		return syscall.EXDEV
 	}
-	var gone vfs.Ino
+	replaced := np.GetChild(newName)
+	var orphan vfs.Ino
 	errno := n.fs.update("rename", func(tx *vfs.Tx) error {
 		target, terr := tx.Lookup(np.ino(), newName)
 		if err := tx.Rename(n.ino(), name, np.ino(), newName, flags); err != nil {
 			return err
 		}
 		if terr == nil {
-			gone = droppedIno(tx, target)
+			orphan = orphaned(tx, target)
 		}
 		return nil
 	})
-	if errno == 0 && gone != 0 {
-		n.fs.wb.drop(gone)
+	if errno == 0 && orphan != 0 {
+		n.fs.adopt(replaced, orphan)
 	}
 	return errno
 }

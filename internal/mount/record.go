@@ -169,7 +169,7 @@ func Prune(h *registry.Home) ([]Info, error) {
 			continue
 		}
 		if IsAvfsMount(info.Mountpoint) {
-			_ = syscall.Unmount(info.Mountpoint, syscall.MNT_DETACH)
+			_ = syscall.Unmount(info.Mountpoint, MNTDetach)
 		}
 		p := filepath.Join(dir, recordKey(info.Mountpoint)+".json")
 		// Only remove it if still stale: a new server may have taken it.

@@ -226,6 +226,12 @@ func (s *Session) mount() error {
 	logger := log.New(logw, "avfs mount: ", log.LstdFlags)
 	st := newStore(s.v, logger, !o.ReadOnly)
 	s.st = st
+	if !o.ReadOnly {
+		s.v.SetKeepOrphans(true)
+		if err := releaseOrphans(st); err != nil {
+			return err
+		}
+	}
 	f := &fsys{v: s.v, st: st, readonly: o.ReadOnly, logger: logger, hostDir: filepath.Dir(o.Home.Path(o.Vault))}
 	if !o.ReadOnly {
 		budget := o.WriteBudget
@@ -263,7 +269,7 @@ func (s *Session) mount() error {
 		},
 	}
 	if o.ReadOnly {
-		fopts.DirectMountFlags = syscall.MS_RDONLY
+		fopts.DirectMountFlags = mountReadOnly
 	}
 	root := &node{fs: f}
 	server, err := fs.Mount(o.Mountpoint, root, fopts)
@@ -352,6 +358,13 @@ func (s *Session) release() {
 		if err := s.wb.close(); err != nil && s.opts.Log != nil {
 			fmt.Fprintf(s.opts.Log, "avfs mount: persisting buffered writes: %v\n", err)
 		}
+		err := releaseOrphans(s.st)
+		if err == nil {
+			err = s.st.sync()
+		}
+		if err != nil && s.opts.Log != nil {
+			fmt.Fprintf(s.opts.Log, "avfs mount: releasing unlinked files: %v\n", err)
+		}
 	}
 	if s.v != nil {
 		if err := s.v.Close(); err != nil && s.opts.Log != nil {
@@ -417,7 +430,7 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 func unmount(dir string, lazy bool) error {
 	flags := 0
 	if lazy {
-		flags = syscall.MNT_DETACH
+		flags = MNTDetach
 	}
 	err := syscall.Unmount(dir, flags)
 	switch {

@@ -131,6 +131,18 @@ func (m *machine) enter(next string) error {
 
 func msSince(from, to time.Time) float64 { return float64(to.Sub(from).Microseconds()) / 1000 }
 
+// aside runs fn as work of another stage than the current one (the
+// unmount of a run's mount, done after its summary): its time is charged
+// to stage and not to the current one.
+func (m *machine) aside(stage string, fn func() error) error {
+	t := m.now()
+	err := fn()
+	d := m.now().Sub(t)
+	m.env.Result.StageMs[stage] += float64(d.Microseconds()) / 1000
+	m.since = m.since.Add(d)
+	return err
+}
+
 // Exec runs a request through the state machine. It returns the envelope
 // of every recorded run (completed, denied, awaiting approval or failed);
 // err is set, besides the envelope, when the run failed. A request that
@@ -186,6 +198,9 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		env.Result.Approval = &Approval{ID: env.ID, Status: "pending", ExpiresAt: rt.now().Add(rt.approvalTTL()).UTC()}
 		return nil
 	}
+	if err := mount.Available(); err != nil { // the run needs a mount: fail before using an approval, locking or checkpointing
+		return err
+	}
 	if approved != nil {
 		a, err := rt.useApproval(approved.ID, env.ID)
 		if err != nil {
@@ -205,9 +220,9 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 	cp := ""
 	if !req.Readonly {
 		cp = CheckpointName(env.ID)
-		rt.flushMounts(req.Vault)
-		if err := rt.withVault(req.Vault, func(v *vfs.Vault) error {
-			_, err := v.SaveCheckpoint(cp, "before proxy run: "+strings.Join(env.Request.Command, " "))
+		a := checkpointArgs{Name: cp, Message: "before proxy run: " + strings.Join(env.Request.Command, " ")}
+		if err := rt.inVault(req.Vault, rt.liveMount(req.Vault), opCheckpoint, a, nil, func(v *vfs.Vault) error {
+			_, err := v.SaveCheckpoint(a.Name, a.Message)
 			return err
 		}); err != nil {
 			return err
@@ -228,10 +243,7 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 	stop := func() error { return nil }
 	if started && !req.KeepMount {
 		stop = func() error {
-			t := rt.now()
-			err := unmountAndWait(rt.Home, mnt)
-			env.Result.StageMs[StateMount] += msSince(t, rt.now())
-			return err
+			return m.aside(StateMount, func() error { return unmountAndWait(rt.Home, mnt) })
 		}
 	}
 	dir, err := workdir(mnt, req.Cwd)
@@ -247,34 +259,30 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 	res := run(execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
 		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
 	fill(&env.Result, &res)
-	// The command has exited and every write through the mount was
-	// committed before its call returned: the vault holds the run's
-	// changes whatever the unmount does.
-	unmountErr := stop()
 
 	if err := m.enter(StateSummarize); err != nil {
+		_ = stop()
 		return err
 	}
+	// The summary is taken before the unmount, from the server that
+	// holds every write of the run; the unmount then only closes.
 	if cp != "" {
-		if !started || req.KeepMount {
-			rt.flushMounts(req.Vault)
-		}
-		err := rt.withVault(req.Vault, func(v *vfs.Vault) error {
-			changes, renames, err := summarize(v, cp)
-			if err != nil {
-				return err
-			}
-			env.Result.Changes, env.Result.ChangedFiles, env.Result.RenamesDetected = changes, len(changes), renames
-			if req.Checkpoint == CheckpointNever {
-				return v.DeleteCheckpoint(cp)
-			}
-			return nil
+		a := summarizeArgs{Checkpoint: cp, Delete: req.Checkpoint == CheckpointNever}
+		var s summary
+		err := rt.inVault(req.Vault, mnt, opSummarize, a, &s, func(v *vfs.Vault) (err error) {
+			s, err = summarizeIn(v, a)
+			return err
 		})
 		if err != nil {
+			_ = stop()
 			return err
 		}
+		env.Result.Changes, env.Result.ChangedFiles, env.Result.RenamesDetected = s.Changes, len(s.Changes), s.Renames
+		if env.Result.Changes == nil {
+			env.Result.Changes = []Change{}
+		}
 	}
-	return unmountErr
+	return stop()
 }
 
 // flushMounts asks each live read-write mount of the vault to persist what
@@ -395,7 +403,7 @@ func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
 	}
 	if mount.IsAvfsMount(mnt) {
 		// A mount the records do not know (a crashed server): detach it.
-		_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
+		_ = syscall.Unmount(mnt, mount.MNTDetach)
 	}
 	if err := rt.StartMount(req.Vault, mnt, req.Readonly); err != nil {
 		return "", false, err
@@ -413,7 +421,7 @@ func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
 func unmountAndWait(h *registry.Home, mnt string) error {
 	err := syscall.Unmount(mnt, 0)
 	if err == syscall.EBUSY {
-		err = syscall.Unmount(mnt, syscall.MNT_DETACH)
+		err = syscall.Unmount(mnt, mount.MNTDetach)
 	}
 	if err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "proxy unmount", Path: mnt, Err: err}
@@ -486,5 +494,5 @@ func summarize(v *vfs.Vault, cp string) ([]Change, bool, error) {
 		}
 		out = append(out, ch)
 	}
-	return out, true, nil
+	return out, len(from) > 0, nil
 }

@@ -189,6 +189,9 @@ func (t *Tx) Link(ino, dir Ino, name string) (Attr, error) {
 	if n.Type == TypeDir {
 		return Attr{}, errs.E(op, name, syscall.EPERM)
 	}
+	if n.Nlink == 0 {
+		return Attr{}, errs.E(op, name, syscall.ENOENT) // an orphan, as link(2) of an unlinked file
+	}
 	parent, err := t.dirInode(op, dir)
 	if err != nil {
 		return Attr{}, err
@@ -276,6 +279,9 @@ func (t *Tx) unlinkEntry(parent *inode, name string, n *inode) error {
 	}
 	n.Nlink--
 	if n.Nlink == 0 {
+		if n.Type == TypeFile && t.v.keepOrphans {
+			return t.orphan(n)
+		}
 		return t.dropInode(n)
 	}
 	n.Ctime = t.now

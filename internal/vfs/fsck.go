@@ -180,7 +180,7 @@ func fsckRecords(kt kv.Tx, layers map[uint64]*layerRecord, r *FsckReport) error 
 		return err
 	}
 	refs := map[string]bool{}
-	for _, p := range []byte{prefixInode, prefixDentry, prefixFile, prefixXattr} {
+	for _, p := range []byte{prefixInode, prefixDentry, prefixFile, prefixXattr, prefixOrphan} {
 		err := kt.Scan([]byte{p}, []byte{p + 1}, func(k, v []byte) (bool, error) {
 			_, layer, ok := splitVersion(k)
 			switch {
@@ -319,6 +319,26 @@ func fsckTree(t *Tx, label string, r *FsckReport) error {
 		if !slices.Equal(want, got) {
 			r.addf("%s: inode %d records names %v but is named %v", label, ino, got, want)
 		}
+	}
+	orphans, err := t.Orphans()
+	if err != nil {
+		return err
+	}
+	for _, ino := range orphans {
+		n, err := t.inode(ino)
+		switch {
+		case err != nil:
+			r.addf("%s: orphan %d has no inode", label, ino)
+			continue
+		case n.Type != TypeFile || n.Nlink != 0 || len(n.links) != 0:
+			r.addf("%s: orphan %d is a %s with %d links", label, ino, n.Type, n.Nlink)
+		case seen[ino] != nil:
+			r.addf("%s: orphan %d has a name", label, ino)
+		}
+		r.Inodes++
+		files++
+		bytes += int64(n.Size)
+		fsckChunks(t, label, n, r)
 	}
 	u, err := t.Usage()
 	if err != nil {

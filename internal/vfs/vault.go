@@ -60,6 +60,8 @@ type Vault struct {
 	opener Opener
 	now    func() time.Time
 	guard  func() error // asked before changes of the working state; nil allows all
+	// keepOrphans keeps files that lose their last name (orphan.go).
+	keepOrphans bool
 
 	mu      sync.Mutex
 	cached  *chain   // own chain for the current topology

@@ -90,12 +90,12 @@ type DB struct {
 	wmu sync.Mutex // held for the whole of an Update
 	w   *conn
 
-	mu      sync.Mutex // guards the fields below
-	closed  bool
-	idle    []*conn        // read connections ready for a View
+	mu     sync.Mutex // guards the fields below
+	closed bool
+	idle   []*conn // read connections ready for a View
 	// walNamed is the log file whose directory entry Sync made durable.
 	walNamed [2]uint64
-	running sync.WaitGroup // Views and Updates in progress
+	running  sync.WaitGroup // Views and Updates in progress
 }
 
 var _ kv.Engine = (*DB)(nil)

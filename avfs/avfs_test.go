@@ -1,0 +1,315 @@
+package avfs_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentvfs/agentvfs/avfs"
+)
+
+func newTestHome(t *testing.T, opts ...avfs.Option) *avfs.Home {
+	t.Helper()
+	h, err := avfs.OpenHome(t.TempDir(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func newVault(t *testing.T, h *avfs.Home, name string) *avfs.Vault {
+	t.Helper()
+	v, err := h.Create(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+func wantKind(t *testing.T, err error, kind avfs.Kind) {
+	t.Helper()
+	var e *avfs.Error
+	if !errors.As(err, &e) || e.Kind != kind || !avfs.IsKind(err, kind) {
+		t.Fatalf("got %v (kind %q), want a %s error", err, avfs.KindOf(err), kind)
+	}
+}
+
+func TestFiles(t *testing.T) {
+	t.Parallel()
+	h := newTestHome(t)
+	v := newVault(t, h, "files")
+
+	wantKind(t, v.WriteFile("/a/b.txt", []byte("x"), 0o644), avfs.NotFound)
+	if err := v.MkdirAll("/a/b/c", 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WriteFile("a/f.txt", []byte("hello"), 0o600); err != nil { // relative: from the root
+		t.Fatal(err)
+	}
+	if err := v.WriteFile("/a/f.txt", []byte("hi"), 0o777); err != nil { // replaces; keeps the mode
+		t.Fatal(err)
+	}
+	if b, err := v.ReadFile("/a/f.txt"); err != nil || string(b) != "hi" {
+		t.Fatalf("ReadFile = %q, %v", b, err)
+	}
+	ents, err := v.ReadDir("/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 2 || ents[0].Name != "b" || !ents[0].IsDir() || ents[0].Mode != 0o750 ||
+		ents[1].Name != "f.txt" || ents[1].Type != "file" || ents[1].Size != 2 || ents[1].Mode != 0o600 {
+		t.Fatalf("ReadDir = %+v", ents)
+	}
+	if fi, err := v.Stat("/"); err != nil || fi.Name != "/" || !fi.IsDir() {
+		t.Fatalf("Stat(/) = %+v, %v", fi, err)
+	}
+	if fi, err := v.Stat("/a/f.txt"); err != nil || fi.Name != "f.txt" || fi.ModTime.IsZero() || fi.ModTime.Location().String() != "UTC" {
+		t.Fatalf("Stat = %+v, %v", fi, err)
+	}
+	_, err = v.ReadDir("/a/f.txt")
+	wantKind(t, err, avfs.NotADirectory)
+	_, err = v.ReadFile("/a")
+	wantKind(t, err, avfs.NotAFile)
+	_, err = v.ReadFile("/../etc/passwd")
+	wantKind(t, err, avfs.InvalidPath)
+	wantKind(t, v.Remove("/a"), avfs.NotEmpty)
+	wantKind(t, v.RemoveAll("/"), avfs.InvalidPath)
+	if err := v.Remove("/a/f.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.RemoveAll("/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.RemoveAll("/a"); err != nil { // gone already: not an error
+		t.Fatal(err)
+	}
+	_, err = v.Stat("/a")
+	wantKind(t, err, avfs.NotFound)
+	if !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("%v is not ENOENT", err)
+	}
+}
+
+func TestVaultsAndCheckpoints(t *testing.T) {
+	t.Parallel()
+	h := newTestHome(t)
+	if _, err := h.Current(); !avfs.IsKind(err, avfs.NoActiveVault) {
+		t.Fatalf("Current = %v", err)
+	}
+	v, err := h.Create("b1", &avfs.CreateOptions{Backend: "bolt", Quota: avfs.Quota{MaxFiles: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = v.WriteFile("/1", nil, 0o644)
+	_ = v.WriteFile("/2", nil, 0o644)
+	wantKind(t, v.WriteFile("/3", nil, 0o644), avfs.QuotaExceeded)
+	v.Close()
+	_, err = h.Create("b1", nil)
+	wantKind(t, err, avfs.VaultExists)
+	_, err = h.Create("bad/name", nil)
+	wantKind(t, err, avfs.InvalidInput)
+	if err := h.Use("b1"); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := h.Current(); err != nil || cur != "b1" {
+		t.Fatalf("Current = %q, %v", cur, err)
+	}
+	infos, err := h.List()
+	if err != nil || len(infos) != 1 || infos[0].Backend != "bolt" || !infos[0].Current {
+		t.Fatalf("List = %+v, %v", infos, err)
+	}
+
+	v = newVault(t, h, "s")
+	wantKind(t, v.RestoreCheckpoint("nope"), avfs.CheckpointNotFound)
+	wantKind(t, v.DeleteCheckpoint("nope"), avfs.CheckpointNotFound)
+	_, err = v.Diff("nope", "")
+	wantKind(t, err, avfs.CheckpointNotFound)
+	cp, err := v.SaveCheckpoint("", "")
+	if err != nil || cp.Name == "" {
+		t.Fatalf("SaveCheckpoint = %+v, %v", cp, err)
+	}
+	_, err = v.SaveCheckpoint(cp.Name, "")
+	wantKind(t, err, avfs.AlreadyExists)
+	if err := v.DeleteCheckpoint(cp.Name); err != nil {
+		t.Fatal(err)
+	}
+	if cps, err := v.Checkpoints(); err != nil || len(cps) != 0 {
+		t.Fatalf("Checkpoints = %v, %v", cps, err)
+	}
+
+	f, err := h.Fork("s", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Fork("nope", "g")
+	wantKind(t, err, avfs.VaultNotFound)
+	// Vaults a fork returns are guarded like opened ones: see TestMount.
+	f.Close()
+	if err := h.Delete("f"); err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, h.Delete("f"), avfs.VaultNotFound)
+}
+
+func TestBinaryNotFound(t *testing.T) {
+	dir := t.TempDir()
+	h := newTestHome(t, avfs.WithBinary(filepath.Join(dir, "missing")))
+	newVault(t, h, "v")
+	_, err := h.Mount("v", dir, nil)
+	wantKind(t, err, avfs.BinaryNotFound)
+	if !strings.Contains(err.Error(), "WithBinary") {
+		t.Errorf("%v does not say where the program was looked for", err)
+	}
+	if !canMount {
+		return // Exec checks FUSE first
+	}
+	_, err = h.Exec(avfs.ExecRequest{Vault: "v", Argv: []string{"true"}})
+	wantKind(t, err, avfs.BinaryNotFound)
+
+	t.Setenv("AGENTVFS_BIN", dir) // a directory: named, but not a program
+	_, err = newTestHome(t).Mount("v", dir, nil)
+	wantKind(t, err, avfs.BinaryNotFound)
+
+	t.Setenv("AGENTVFS_BIN", "")
+	t.Setenv("PATH", dir) // no avfs on PATH, and this test binary is not avfs
+	_, err = newTestHome(t).Mount("v", dir, nil)
+	wantKind(t, err, avfs.BinaryNotFound)
+}
+
+func TestMount(t *testing.T) {
+	needMount(t)
+	t.Parallel()
+	h := newTestHome(t)
+	v := newVault(t, h, "m")
+	if err := v.WriteFile("/f", []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mnt1, mnt2 := t.TempDir(), t.TempDir()
+
+	// Errors of the serving process come back typed, with their context
+	// and the message the CLI prints.
+	_, err := h.Mount("nope", mnt1, nil)
+	wantKind(t, err, avfs.VaultNotFound)
+	if got, want := err.Error(), `vault "nope": no vault named "nope" (list vaults with `+"`avfs vault list`)"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	_, err = h.Mount("m", filepath.Join(mnt1, "missing"), nil)
+	if err == nil {
+		t.Fatal("mounted on a missing directory")
+	}
+
+	m, err := h.Mount("m", mnt1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmount()
+	if m.Vault != "m" || m.PID <= 0 || m.ReadOnly || m.PID == os.Getpid() {
+		t.Errorf("Mount = %+v", m)
+	}
+	_, err = h.Mount("m", mnt2, nil)
+	wantKind(t, err, avfs.VaultLocked)
+	var e *avfs.Error
+	if errors.As(err, &e) && e.Extra["mountpoint"] != m.Mountpoint {
+		t.Errorf("VaultLocked names %v, want %s", e.Extra["mountpoint"], m.Mountpoint)
+	}
+	ro, err := h.Mount("m", mnt2, &avfs.MountOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ro.Mountpoint, "f")); err != nil || string(b) != "data" {
+		t.Errorf("read through the read-only mount: %q, %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(ro.Mountpoint, "g"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write through the read-only mount: %v", err)
+	}
+	mounts, err := h.Mounts()
+	if err != nil || len(mounts) != 2 || !mounts[0].Live {
+		t.Errorf("Mounts = %+v, %v", mounts, err)
+	}
+
+	// The mount is the only writer, also for a fork's vault handle.
+	wantKind(t, v.WriteFile("/x", nil, 0o644), avfs.VaultLocked)
+	if _, err := v.SaveCheckpoint("beside", ""); err != nil { // checkpoints go on
+		t.Fatal(err)
+	}
+
+	// A file held open keeps the mount busy.
+	f, err := os.Open(filepath.Join(m.Mountpoint, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, m.Unmount(), avfs.MountBusy)
+	f.Close()
+	for _, mm := range []*avfs.Mount{m, ro} {
+		if err := mm.Unmount(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantKind(t, m.Unmount(), avfs.NotMounted)
+	if err := v.WriteFile("/x", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExec(t *testing.T) {
+	needMount(t)
+	t.Parallel()
+	h := newTestHome(t)
+	v := newVault(t, h, "e")
+
+	_, err := h.Exec(avfs.ExecRequest{Argv: []string{"true"}})
+	wantKind(t, err, avfs.NoActiveVault)
+	env, err := h.Exec(avfs.ExecRequest{Vault: "nope", Argv: []string{"true"}})
+	wantKind(t, err, avfs.VaultNotFound)
+	if env != nil {
+		t.Errorf("a refused request has an envelope: %+v", env)
+	}
+	_, err = h.Exec(avfs.ExecRequest{Vault: "e"})
+	wantKind(t, err, avfs.InvalidInput)
+
+	if err := h.Use("e"); err != nil {
+		t.Fatal(err)
+	}
+	env, err = h.Exec(avfs.ExecRequest{Shell: "echo $X > out; exit 3", Env: []string{"X=42"}, Timeout: avfs.NoTimeout,
+		Checkpoint: "never", Stdin: strings.NewReader("ignored")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := env.Result
+	if r.State != avfs.StateCompleted || *r.ExitCode != 3 || env.Success || env.Request.Timeout != "0s" ||
+		r.Checkpoint == nil || r.Checkpoint.Kept || r.Decision.Action != avfs.AllowWithCheckpoint {
+		t.Errorf("envelope: %+v", env)
+	}
+	if b, err := v.ReadFile("/out"); err != nil || string(b) != "42\n" {
+		t.Errorf("/out = %q, %v", b, err)
+	}
+	if cps, _ := v.Checkpoints(); len(cps) != 0 {
+		t.Errorf("--checkpoint never kept %v", cps)
+	}
+
+	env, err = h.Exec(avfs.ExecRequest{Vault: "e", Argv: []string{"curl", "https://example.com"}})
+	if err != nil || env.Result.State != avfs.StateAwaitingApproval {
+		t.Fatalf("curl: %+v, %v", env, err)
+	}
+	if env, err = h.Reject(env.ID); err != nil || env.Result.Approval.Status != "rejected" {
+		t.Fatalf("Reject: %+v, %v", env, err)
+	}
+	_, err = h.Exec(avfs.ExecRequest{Vault: "e", Approval: env.ID})
+	wantKind(t, err, avfs.ApprovalRejected)
+
+	env, err = h.Exec(avfs.ExecRequest{Vault: "e", Argv: []string{"sh", "-c", "echo 2 > two"}}) // zero Timeout: DefaultTimeout
+	if err != nil || env.Request.Timeout != "5m0s" {
+		t.Fatalf("run: %+v, %v", env, err)
+	}
+	u, err := h.Undo("", env.ID)
+	if err != nil || u.Vault != "e" || !slices.Equal(u.Undone, []string{env.ID}) {
+		t.Fatalf("Undo = %+v, %v", u, err)
+	}
+	_, err = v.Stat("/two")
+	wantKind(t, err, avfs.NotFound)
+}

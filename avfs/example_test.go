@@ -1,0 +1,297 @@
+package avfs_test
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/agentvfs/agentvfs/avfs"
+)
+
+// newHome opens a fresh home in a temporary directory; the returned
+// function removes it.
+func newHome() (*avfs.Home, func()) {
+	dir, err := os.MkdirTemp("", "avfs-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	home, err := avfs.OpenHome(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return home, func() { os.RemoveAll(dir) }
+}
+
+func ExampleHome_Create() {
+	home, cleanup := newHome() // avfs.OpenHome(dir); "" is $AVFS_HOME or ~/.avfs
+	defer cleanup()
+
+	v, err := home.Create("workspace", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+	if err := v.MkdirAll("/src", 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if err := v.WriteFile("/src/main.go", []byte("package main\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	entries, err := v.ReadDir("/src")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range entries {
+		fmt.Println(e.Name, e.Type, e.Size, e.Mode)
+	}
+	vaults, _ := home.List()
+	for _, info := range vaults {
+		fmt.Println(info.Name, info.Backend)
+	}
+	// Output:
+	// main.go file 13 -rw-r--r--
+	// workspace sqlite
+}
+
+func ExampleHome_Fork() {
+	home, cleanup := newHome()
+	defer cleanup()
+
+	base, err := home.Create("base", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer base.Close()
+	if err := base.WriteFile("/README", []byte("shared\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+
+	// A fork starts as base's working state, in O(1), and goes its own way.
+	task, err := home.Fork("base", "task-1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer task.Close()
+	if err := task.WriteFile("/README", []byte("changed in the fork\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := task.WriteFile("/result.txt", []byte("42\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+
+	b, _ := base.ReadFile("/README")
+	fmt.Printf("base: %s", b)
+	b, _ = task.ReadFile("/README")
+	fmt.Printf("task-1: %s", b)
+
+	// What the fork changed, compared with its parent.
+	changes, err := avfs.Diff(avfs.State{Vault: base}, avfs.State{Vault: task})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range changes {
+		fmt.Println(c.Kind, c.Path)
+	}
+
+	// A vault with forks cannot be deleted before them.
+	err = home.Delete("base")
+	fmt.Println(avfs.IsKind(err, avfs.VaultHasForks))
+	// Output:
+	// base: shared
+	// task-1: changed in the fork
+	// modified /README
+	// added /result.txt
+	// true
+}
+
+func ExampleVault_SaveCheckpoint() {
+	home, cleanup := newHome()
+	defer cleanup()
+	v, err := home.Create("work", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+
+	if err := v.WriteFile("/config.toml", []byte("debug = false\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	// O(1), whatever the vault holds.
+	cp, err := v.SaveCheckpoint("before-agent", "known good")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(cp.Name, cp.Message, cp.Files, cp.Bytes)
+
+	cps, _ := v.Checkpoints()
+	fmt.Println(len(cps))
+	// Output:
+	// before-agent known good 1 14
+	// 1
+}
+
+func ExampleVault_RestoreCheckpoint() {
+	home, cleanup := newHome()
+	defer cleanup()
+	v, err := home.Create("work", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+
+	if err := v.WriteFile("/notes.txt", []byte("v1\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := v.SaveCheckpoint("v1", ""); err != nil {
+		log.Fatal(err)
+	}
+	// An agent makes a mess...
+	if err := v.WriteFile("/notes.txt", []byte("garbage\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := v.WriteFile("/tmp.bin", []byte{0, 1, 2}, 0o600); err != nil {
+		log.Fatal(err)
+	}
+	// ...and it is undone in O(1).
+	if err := v.RestoreCheckpoint("v1"); err != nil {
+		log.Fatal(err)
+	}
+	b, _ := v.ReadFile("/notes.txt")
+	fmt.Printf("%s", b)
+	_, err = v.Stat("/tmp.bin")
+	fmt.Println(avfs.IsKind(err, avfs.NotFound))
+	// Output:
+	// v1
+	// true
+}
+
+func ExampleVault_Diff() {
+	home, cleanup := newHome()
+	defer cleanup()
+	v, err := home.Create("work", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+
+	_ = v.WriteFile("/keep.txt", []byte("same\n"), 0o644)
+	_ = v.WriteFile("/edit.txt", []byte("old\n"), 0o644)
+	_ = v.WriteFile("/drop.txt", []byte("bye\n"), 0o644)
+	if _, err := v.SaveCheckpoint("start", ""); err != nil {
+		log.Fatal(err)
+	}
+	_ = v.WriteFile("/edit.txt", []byte("new content\n"), 0o644)
+	_ = v.Remove("/drop.txt")
+	_ = v.WriteFile("/new.txt", []byte("hi\n"), 0o644)
+
+	// From checkpoint "start" to the working state ("").
+	changes, err := v.Diff("start", "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range changes {
+		fmt.Println(c.Kind, c.Path, c.SizeBefore, c.SizeAfter)
+	}
+	// Output:
+	// deleted /drop.txt 4 0
+	// modified /edit.txt 4 12
+	// added /new.txt 0 3
+}
+
+func ExampleHome_Exec() {
+	home, cleanup := newHome()
+	defer cleanup()
+	v, err := home.Create("work", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+	_ = v.WriteFile("/notes.txt", []byte("remember the milk\n"), 0o644)
+
+	// The policy allows this behind a checkpoint; the command runs in a
+	// mount of the vault, and the envelope lists what it changed.
+	env, err := home.Exec(avfs.ExecRequest{Vault: "work", Shell: "cat notes.txt && echo done > status.txt"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := env.Result
+	fmt.Println(r.State, *r.ExitCode, r.Decision.Action)
+	fmt.Print(r.Stdout)
+	for _, c := range r.Changes {
+		fmt.Println(c.Kind, c.Path)
+	}
+
+	// The run saved a checkpoint first: undo it.
+	if _, err := home.Undo("work", env.ID); err != nil {
+		log.Fatal(err)
+	}
+	_, err = v.Stat("/status.txt")
+	fmt.Println("after undo:", avfs.IsKind(err, avfs.NotFound))
+
+	// A command that reaches outside the workspace is denied: nothing runs.
+	env, err = home.Exec(avfs.ExecRequest{Vault: "work", Argv: []string{"cat", "/etc/passwd"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(env.Result.State, env.Result.Decision.Action, env.Result.ExitCode == nil)
+	// Output:
+	// completed 0 allow_with_checkpoint
+	// remember the milk
+	// added /status.txt
+	// after undo: true
+	// denied deny true
+}
+
+func ExampleHome_Mount() {
+	home, cleanup := newHome()
+	defer cleanup()
+	v, err := home.Create("work", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+
+	dir := filepath.Join(home.Dir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	// Served by its own avfs process until Unmount.
+	m, err := home.Mount("work", dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Any program can now use the vault as a directory.
+	if err := os.WriteFile(filepath.Join(m.Mountpoint, "hello.txt"), []byte("through the mount\n"), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	// While mounted read-write, the mount is the vault's only writer.
+	err = v.WriteFile("/other.txt", nil, 0o644)
+	fmt.Println("write beside the mount:", avfs.KindOf(err))
+
+	if err := m.Unmount(); err != nil {
+		log.Fatal(err)
+	}
+	b, _ := v.ReadFile("/hello.txt")
+	fmt.Printf("%s", b)
+	// Output:
+	// write beside the mount: VaultLocked
+	// through the mount
+}
+
+func ExampleIsKind() {
+	home, cleanup := newHome()
+	defer cleanup()
+
+	_, err := home.Open("nope")
+	fmt.Println(avfs.IsKind(err, avfs.VaultNotFound))
+
+	var e *avfs.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Kind)
+	}
+	// Output:
+	// true
+	// VaultNotFound
+}

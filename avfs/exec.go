@@ -1,0 +1,178 @@
+package avfs
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/policy"
+	"github.com/agentvfs/agentvfs/internal/proxy"
+)
+
+// ExecRequest is one command to run in a vault through the proxy. Give
+// exactly one of Argv and Shell.
+type ExecRequest struct {
+	Vault string   // "" is the home's current vault
+	Argv  []string // the program and its arguments
+	Shell string   // or a script for /bin/sh -c, parsed and classified as a whole
+	Cwd   string   // the working directory inside the vault; "" is "/"
+	// Timeout stops the command (SIGTERM, then SIGKILL after Grace):
+	// zero is DefaultTimeout, NoTimeout is no limit.
+	Timeout time.Duration
+	Grace   time.Duration // zero is DefaultGrace
+	// ReadOnly runs on a read-only mount: no checkpoint, no changes.
+	ReadOnly bool
+	// Checkpoint keeps the run's pre-run checkpoint: "auto" (the default)
+	// or "always" keep it, "never" deletes it after the change summary.
+	Checkpoint string
+	Env        []string  // KEY=VALUE added to the command's environment
+	Stdin      io.Reader // nil is /dev/null
+	MaxOutput  int64     // bytes of stdout and of stderr kept; zero is 1 MiB
+	KeepMount  bool      // leave the mount the run starts for later runs
+	Approval   string    // run the request approved under this id
+}
+
+// Limits of a run.
+const (
+	DefaultTimeout = proxy.DefaultTimeout
+	DefaultGrace   = proxy.DefaultGrace
+	// NoTimeout as ExecRequest.Timeout lets the command run as long as it
+	// runs.
+	NoTimeout time.Duration = -1
+)
+
+// Envelope is what a run produced: the same document `avfs proxy exec
+// --json` prints (docs/schema/proxy-exec.json).
+type Envelope = proxy.Envelope
+
+// UndoResult is what Undo did.
+type UndoResult = proxy.UndoResult
+
+// Action is what the policy decided for a command (Envelope.Result.Decision).
+type Action = policy.Action
+
+// The policy's actions.
+const (
+	Allow               = policy.Allow
+	AllowWithCheckpoint = policy.AllowWithCheckpoint
+	RequireApproval     = policy.RequireApproval
+	Deny                = policy.Deny
+)
+
+// The final states of a run (Envelope.Result.State).
+const (
+	StateCompleted        = proxy.StateCompleted
+	StateDenied           = proxy.StateDenied
+	StateAwaitingApproval = proxy.StateAwaitingApproval
+	StateFailed           = proxy.StateFailed
+)
+
+// Exec runs one command in a vault the way `avfs proxy exec` does: the
+// policy classifies it; a denied command, or one that needs a person's
+// approval, stops there, touching nothing. Otherwise a checkpoint of the
+// state before the run is saved, the vault is mounted (a live mount of it
+// is reused, else one is started by its own avfs process and unmounted
+// after), the command runs in its own process group with its working
+// directory in the mount, and the paths it changed are listed.
+//
+// Every recorded run returns its envelope; the command's exit code is in
+// Result.ExitCode and Success says whether it completed with 0. A command
+// that fails is not an error. err is set when the run itself failed
+// (Result.State "failed", with the envelope) or the request was refused
+// before it was recorded (no envelope): VaultNotFound, InvalidInput,
+// VaultLocked (another run holds the vault), FuseUnavailable,
+// BinaryNotFound, or an Approval* kind for an unusable Approval.
+func (h *Home) Exec(req ExecRequest) (*Envelope, error) {
+	if req.Vault == "" {
+		v, err := h.reg.Current()
+		if err != nil {
+			return nil, err
+		}
+		req.Vault = v
+	}
+	rt, err := h.runtime(req.Vault)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Timeout == 0:
+		req.Timeout = DefaultTimeout
+	case req.Timeout < 0:
+		req.Timeout = 0 // the proxy's "no limit"
+	}
+	if req.Grace == 0 {
+		req.Grace = DefaultGrace
+	}
+	return rt.Exec(proxy.Request{
+		Vault: req.Vault, Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd,
+		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
+		Checkpoint: req.Checkpoint, Env: req.Env, Stdin: req.Stdin,
+		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Approval: req.Approval,
+	})
+}
+
+// Approve records a person's approval of run id, which awaits it; run it
+// with ExecRequest{Approval: id}.
+func (h *Home) Approve(id string) (*Envelope, error) { return h.decide(id, true) }
+
+// Reject records a person's refusal of run id.
+func (h *Home) Reject(id string) (*Envelope, error) { return h.decide(id, false) }
+
+func (h *Home) decide(id string, approve bool) (*Envelope, error) {
+	rt, err := h.runtime("")
+	if err != nil {
+		return nil, err
+	}
+	return rt.Decide(id, approve)
+}
+
+// Undo returns vault to the state just before run id (its latest run that
+// kept a checkpoint, when id is empty): an O(1) checkpoint restore. Later
+// runs of the vault are undone with it. An empty vault is run id's vault,
+// or the current vault when id is empty too. The vault must not be
+// mounted read-write (VaultLocked).
+func (h *Home) Undo(vault, id string) (*UndoResult, error) {
+	if vault == "" && id != "" {
+		store, err := proxy.NewStore(h.reg.Dir)
+		if err != nil {
+			return nil, err
+		}
+		e, err := store.Get(id)
+		if err != nil {
+			return nil, err
+		}
+		vault = e.Request.Vault
+	} else if vault == "" {
+		v, err := h.reg.Current()
+		if err != nil {
+			return nil, err
+		}
+		vault = v
+	}
+	rt, err := h.runtime(vault)
+	if err != nil {
+		return nil, err
+	}
+	return rt.Undo(vault, id)
+}
+
+// runtime is the proxy runtime of this home for vault. Its mounts are
+// started through the avfs program, as the CLI starts them.
+func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
+	p, err := policy.Load(h.reg.Dir, vault)
+	if err != nil {
+		return nil, err
+	}
+	store, err := proxy.NewStore(h.reg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return &proxy.Runtime{
+		Home: h.reg, Policy: p, Store: store,
+		StartMount: func(v, mnt string, ro bool) error {
+			_, err := h.Mount(v, mnt, &MountOptions{ReadOnly: ro})
+			return err
+		},
+		Environ: append(os.Environ(), "AVFS_HOME="+h.reg.Dir),
+	}, nil
+}

@@ -1,0 +1,195 @@
+package avfs
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Paths inside a vault are slash-separated and absolute ("/src/main.go");
+// a relative path is taken from the root, and ".." may not climb above it
+// (InvalidPath). Each call below is one transaction of the working state.
+
+// FileInfo describes one file of a vault.
+type FileInfo struct {
+	Name    string      // the last element of the path ("/" for the root)
+	Type    string      // "file", "dir", "symlink", "fifo", "socket", "char" or "block"
+	Size    int64       // bytes, for regular files
+	Mode    fs.FileMode // permission bits (0o644), without type bits
+	ModTime time.Time   // UTC
+	Target  string      // a symlink's target
+}
+
+// IsDir reports whether the file is a directory.
+func (fi FileInfo) IsDir() bool { return fi.Type == vfs.TypeDir.String() }
+
+// ReadFile returns the content of the file at path, following symlinks.
+func (v *Vault) ReadFile(path string) ([]byte, error) {
+	var b []byte
+	err := v.v.View(func(tx *vfs.Tx) (err error) {
+		b, err = tx.ReadFile(path)
+		return err
+	})
+	return b, err
+}
+
+// WriteFile writes data to the file at path, creating it with permissions
+// perm, or replacing its content, like os.WriteFile. Its directory must
+// exist (see MkdirAll). The write is atomic: all of data or nothing.
+func (v *Vault) WriteFile(path string, data []byte, perm fs.FileMode) error {
+	return v.v.Update(func(tx *vfs.Tx) error {
+		_, err := tx.WriteFile(path, data, uint32(perm.Perm()))
+		return err
+	})
+}
+
+// MkdirAll creates the directory at path and every missing parent, with
+// permissions perm, like os.MkdirAll.
+func (v *Vault) MkdirAll(path string, perm fs.FileMode) error {
+	return v.v.Update(func(tx *vfs.Tx) error {
+		_, err := tx.MkdirAll(path, uint32(perm.Perm()))
+		return err
+	})
+}
+
+// Stat describes the file at path, without following a final symlink.
+func (v *Vault) Stat(path string) (FileInfo, error) {
+	var fi FileInfo
+	err := v.v.View(func(tx *vfs.Tx) error {
+		clean, err := vfs.CleanPath(path)
+		if err != nil {
+			return err
+		}
+		a, err := tx.Resolve(clean, false)
+		if err != nil {
+			return err
+		}
+		_, name := vfs.SplitPath(clean)
+		if clean == "/" {
+			name = "/"
+		}
+		fi, err = info(tx, name, a)
+		return err
+	})
+	return fi, err
+}
+
+// ReadDir lists the directory at path, sorted by name.
+func (v *Vault) ReadDir(path string) ([]FileInfo, error) {
+	var out []FileInfo
+	err := v.v.View(func(tx *vfs.Tx) error {
+		a, err := tx.Resolve(path, true)
+		if err != nil {
+			return err
+		}
+		if a.Type != vfs.TypeDir {
+			return errs.E("readdir", path, syscall.ENOTDIR)
+		}
+		ents, err := tx.ReadDir(a.Ino)
+		if err != nil {
+			return err
+		}
+		out = make([]FileInfo, 0, len(ents))
+		for _, e := range ents {
+			a, err := tx.GetAttr(e.Ino)
+			if err != nil {
+				return err
+			}
+			fi, err := info(tx, e.Name, a)
+			if err != nil {
+				return err
+			}
+			out = append(out, fi)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Remove removes the file, symlink or empty directory at path.
+func (v *Vault) Remove(path string) error {
+	return v.v.Update(func(tx *vfs.Tx) error {
+		dir, name, a, err := lookupParent(tx, path)
+		if err != nil {
+			return err
+		}
+		if a.Type == vfs.TypeDir {
+			return tx.Rmdir(dir, name)
+		}
+		return tx.Unlink(dir, name)
+	})
+}
+
+// RemoveAll removes path and everything below it, in one transaction. A
+// path that does not exist is not an error (as os.RemoveAll); the root
+// cannot be removed (InvalidPath).
+func (v *Vault) RemoveAll(path string) error {
+	return v.v.Update(func(tx *vfs.Tx) error {
+		dir, name, a, err := lookupParent(tx, path)
+		if errs.Is(err, errs.NotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return removeAll(tx, dir, name, a)
+	})
+}
+
+// lookupParent finds the directory holding path, path's name in it and
+// what it is (a symlink itself, never its target).
+func lookupParent(tx *vfs.Tx, path string) (vfs.Ino, string, vfs.Attr, error) {
+	clean, err := vfs.CleanPath(path)
+	if err != nil {
+		return 0, "", vfs.Attr{}, err
+	}
+	if clean == "/" {
+		return 0, "", vfs.Attr{}, &errs.Error{Kind: errs.InvalidPath, Op: "remove", Path: clean,
+			Err: errors.New("refusing to remove the vault root")}
+	}
+	dir, name, err := tx.ResolveParent(clean)
+	if err != nil {
+		return 0, "", vfs.Attr{}, err
+	}
+	a, err := tx.Lookup(dir, name)
+	return dir, name, a, err
+}
+
+func removeAll(tx *vfs.Tx, dir vfs.Ino, name string, a vfs.Attr) error {
+	if a.Type != vfs.TypeDir {
+		return tx.Unlink(dir, name)
+	}
+	ents, err := tx.ReadDir(a.Ino)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		ca, err := tx.GetAttr(e.Ino)
+		if err != nil {
+			return err
+		}
+		if err := removeAll(tx, a.Ino, e.Name, ca); err != nil {
+			return err
+		}
+	}
+	return tx.Rmdir(dir, name)
+}
+
+func info(tx *vfs.Tx, name string, a vfs.Attr) (FileInfo, error) {
+	fi := FileInfo{Name: name, Type: a.Type.String(), Mode: fs.FileMode(a.Mode).Perm(), ModTime: a.Mtime.UTC()}
+	if a.Type == vfs.TypeFile {
+		fi.Size = int64(a.Size)
+	}
+	if a.Type == vfs.TypeSymlink {
+		t, err := tx.Readlink(a.Ino)
+		if err != nil {
+			return fi, err
+		}
+		fi.Target = t
+	}
+	return fi, nil
+}

@@ -1,0 +1,74 @@
+package avfs
+
+import (
+	"encoding/json"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/mount"
+)
+
+// MountOptions are the settings of a mount.
+type MountOptions struct {
+	// ReadOnly mounts the vault read-only. A vault has one read-write
+	// mount at a time; read-only mounts may be many.
+	ReadOnly bool
+}
+
+// Mount is a vault served as a directory by its own avfs process.
+type Mount struct {
+	Vault      string
+	Mountpoint string // absolute, symlinks resolved
+	PID        int    // the serving process
+	ReadOnly   bool
+	home       *Home
+}
+
+// MountInfo is the record of one mount of a home.
+type MountInfo = mount.Info
+
+// Mount serves vault on the existing directory mountpoint and returns once
+// the mount answers. The mount is served by its own avfs process, started
+// exactly as `avfs mount` starts it (go-fuse documents deadlocks when one
+// process both serves a mount and uses it): it outlives this process until
+// Unmount, `avfs unmount`, or a signal to that process.
+//
+// It fails with FuseUnavailable on a host without FUSE, BinaryNotFound when
+// no avfs program is found (see WithBinary), VaultLocked when the vault is
+// already mounted read-write, and MountFailed when the kernel refuses
+// (mounting needs root, or CAP_SYS_ADMIN, on Linux).
+func (h *Home) Mount(vault, mountpoint string, opts *MountOptions) (*Mount, error) {
+	if err := mount.Available(); err != nil {
+		return nil, err
+	}
+	ro := opts != nil && opts.ReadOnly
+	args := []string{"mount", vault, mountpoint}
+	if ro {
+		args = append(args, "--readonly")
+	}
+	out, err := h.run("mount", args...)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Vault      string `json:"vault"`
+		Mountpoint string `json:"mountpoint"`
+		PID        int    `json:"pid"`
+		ReadOnly   bool   `json:"readonly"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
+	}
+	return &Mount{Vault: r.Vault, Mountpoint: r.Mountpoint, PID: r.PID, ReadOnly: r.ReadOnly, home: h}, nil
+}
+
+// Unmount unmounts and waits until the serving process has persisted
+// every write, closed the vault and exited. Files still in use fail it
+// with MountBusy; close them and call it again.
+func (m *Mount) Unmount() error {
+	_, err := m.home.run("unmount", "unmount", m.Mountpoint)
+	return err
+}
+
+// Mounts lists the mounts of this home; Live is false for a mount whose
+// server died.
+func (h *Home) Mounts() ([]MountInfo, error) { return mount.List(h.reg) }

@@ -1,0 +1,154 @@
+// Command example is the runnable example of docs/guides/go.md: an agent
+// workspace driven from Go with package avfs. It creates a vault, saves a
+// checkpoint, forks it for a task, runs commands in the fork through the
+// policy-gated proxy, reviews the fork against its parent, undoes a run,
+// and cleans up.
+//
+//	go run ./docs/guides/examples/go [-home DIR] [-no-exec]
+//
+// It needs the avfs program on PATH (or $AGENTVFS_BIN) and FUSE for the
+// steps that run commands; -no-exec makes those changes through the file
+// API instead.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentvfs/agentvfs/avfs"
+)
+
+func main() {
+	home := flag.String("home", "", "the avfs home (default $AVFS_HOME, else ~/.avfs)")
+	noExec := flag.Bool("no-exec", false, "do not run commands (hosts without FUSE)")
+	flag.Parse()
+	if err := run(os.Stdout, *home, !*noExec); err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
+		var e *avfs.Error
+		if errors.As(err, &e) && e.Hint != "" {
+			fmt.Fprintln(os.Stderr, "hint:", e.Hint)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(out io.Writer, dir string, execute bool) (err error) {
+	home, err := avfs.OpenHome(dir)
+	if err != nil {
+		return err
+	}
+
+	// A workspace with a project in it, saved as a checkpoint.
+	base, err := home.Create("guide-base", nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		base.Close()
+		err = errors.Join(err, home.Delete("guide-base"))
+	}()
+	if err := base.MkdirAll("/src", 0o755); err != nil {
+		return err
+	}
+	if err := base.WriteFile("/src/greet.txt", []byte("hello, world\n"), 0o644); err != nil {
+		return err
+	}
+	if _, err := base.SaveCheckpoint("imported", "the project as imported"); err != nil {
+		return err
+	}
+
+	// Each task gets its own fork: O(1), nothing is copied.
+	task, err := home.Fork("guide-base", "guide-task")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		task.Close()
+		err = errors.Join(err, home.Delete("guide-task"))
+	}()
+
+	if execute {
+		// The agent's command runs in a mount of the fork, behind a checkpoint.
+		env, err := home.Exec(avfs.ExecRequest{
+			Vault: "guide-task",
+			Shell: "sed -i s/world/avfs/ src/greet.txt && echo 'todo: ship' > NOTES.md",
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "run %s: exit %d, %d changed\n", env.Result.State, *env.Result.ExitCode, env.Result.ChangedFiles)
+		for _, c := range env.Result.Changes {
+			fmt.Fprintf(out, "  %s %s\n", c.Kind, c.Path)
+		}
+
+		// A networked command is not run: it waits for a person's approval.
+		env, err = home.Exec(avfs.ExecRequest{Vault: "guide-task", Argv: []string{"curl", "https://example.com"}})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "curl: %s (%s)\n", env.Result.State, env.Result.Decision.Action)
+
+		// A run that goes wrong is undone in O(1).
+		env, err = home.Exec(avfs.ExecRequest{Vault: "guide-task", Shell: "rm -rf src"})
+		if err != nil {
+			return err
+		}
+		if _, err := home.Undo("guide-task", env.ID); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "undid %q\n", strings.Join(env.Request.Command[2:], " "))
+
+		// Any program can use a vault as a directory while it is mounted.
+		dir, err := os.MkdirTemp("", "avfs-guide-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		m, err := home.Mount("guide-task", dir, &avfs.MountOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(filepath.Join(m.Mountpoint, "src"))
+		if err != nil {
+			m.Unmount()
+			return err
+		}
+		fmt.Fprintf(out, "mounted read-only: src/%s\n", entries[0].Name())
+		if err := m.Unmount(); err != nil {
+			return err
+		}
+	} else {
+		if err := task.WriteFile("/src/greet.txt", []byte("hello, avfs\n"), 0o644); err != nil {
+			return err
+		}
+		if err := task.WriteFile("/NOTES.md", []byte("todo: ship\n"), 0o644); err != nil {
+			return err
+		}
+	}
+
+	// Review: what the task changed, compared with its parent.
+	changes, err := avfs.Diff(avfs.State{Vault: base}, avfs.State{Vault: task})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "task vs base:")
+	for _, c := range changes {
+		fmt.Fprintf(out, "  %s %s (%d -> %d bytes)\n", c.Kind, c.Path, c.SizeBefore, c.SizeAfter)
+	}
+	greet, err := task.ReadFile("/src/greet.txt")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "greet.txt: %s", greet)
+
+	// Errors are typed.
+	if _, err := home.Open("no-such-vault"); avfs.IsKind(err, avfs.VaultNotFound) {
+		fmt.Fprintln(out, "no-such-vault:", avfs.KindOf(err))
+	}
+	return nil
+}

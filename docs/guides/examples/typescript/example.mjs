@@ -1,0 +1,66 @@
+// The example of docs/guides/typescript.md, run as it is by npm/scripts/test.sh
+// against the installed agentvfs-cli. Run it yourself with
+//   npm install agentvfs-cli && node example.mjs
+// It works in a throwaway avfs home and removes it at the end.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Avfs, AvfsError } from "agentvfs-cli";
+
+const home = mkdtempSync(join(tmpdir(), "avfs-example-"));
+const avfs = new Avfs({ home });
+
+try {
+  // A base workspace holding the project.
+  await avfs.vault.create("project");
+  await avfs.mkdir("/src", { vault: "project" });
+  await avfs.write("/src/app.txt", "version 1\n", { vault: "project" });
+
+  // One fork per task: the agent's changes never reach the base.
+  await avfs.vault.fork("project", "task-1");
+  const task = new Avfs({ home, vault: "task-1" });
+  await task.checkpoint.save("start", { message: "before the agent" });
+
+  // Run the agent's command through the proxy and read what it did.
+  const run = await task.proxy.shell("echo hi > f.txt && cat src/app.txt");
+  assert.equal(run.result.state, "completed");
+  assert.equal(run.result.exit_code, 0);
+  console.log(`stdout: ${run.result.stdout.trim()}`);
+  for (const change of run.result.changes) console.log(`${change.kind} ${change.path}`);
+
+  // Denied, awaiting approval, timed out: still an envelope, never a throw.
+  const fetch = await task.proxy.exec(["curl", "https://example.com"]);
+  if (fetch.result.state === "awaiting_approval") {
+    console.log(`needs approval: avfs proxy approve ${fetch.result.approval?.id}`);
+  }
+  const slow = await task.proxy.exec(["sleep", "10"], { timeout: 200 });
+  assert.equal(slow.result.timed_out, true);
+
+  // Several commands on one live mount: keep it, and always unmount it.
+  const first = await task.proxy.shell("mkdir -p build", { keepMount: true });
+  try {
+    const build = await task.proxy.shell("cp src/app.txt build/app.txt");
+    assert.equal(build.result.mount_reused, true);
+  } finally {
+    if (first.result.mountpoint) await avfs.unmount(first.result.mountpoint);
+  }
+
+  // Failures are typed: branch on the error type, not the message.
+  try {
+    await avfs.vault.delete("project");
+  } catch (err) {
+    if (!(err instanceof AvfsError) || err.error !== "VaultHasForks") throw err;
+    console.log(`${err.error} (exit ${err.exitCode}): ${err.hint}; forks: ${err.document.forks}`);
+  }
+
+  // Review the task against its checkpoint, then throw the work away.
+  const diff = await task.checkpoint.diff("start");
+  console.log(`changed since start: ${diff.changes.map((c) => c.path).join(" ")}`);
+  await task.checkpoint.restore("start");
+  assert.deepEqual((await task.ls("/")).entries.map((e) => e.name), ["src"]);
+} finally {
+  // Leave nothing mounted behind, then remove the home.
+  for (const mount of (await avfs.mounts()).mounts) await avfs.unmount(mount.mountpoint);
+  rmSync(home, { recursive: true, force: true });
+}

@@ -1,0 +1,10 @@
+package mount
+
+import "syscall"
+
+// MNTDetach is the unmount flag that detaches a mount whose files are still
+// in use (Linux: MNT_DETACH, a lazy unmount).
+const MNTDetach = syscall.MNT_DETACH
+
+// mountReadOnly is the flag of a read-only direct mount.
+const mountReadOnly = syscall.MS_RDONLY

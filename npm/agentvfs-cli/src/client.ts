@@ -1,0 +1,316 @@
+// The typed client: one method per avfs command, each running
+// `avfs --json ...` and returning the document typed by docs/schema.
+import { resolveBinary } from "./resolve.js";
+import { runAvfs } from "./run.js";
+import type * as S from "./schema.js";
+
+export interface AvfsOptions {
+  /** the avfs binary; default: $AGENTVFS_BIN, the platform package, then avfs on PATH */
+  bin?: string;
+  /** the avfs home (passed as --home); default: $AVFS_HOME, else ~/.avfs */
+  home?: string;
+  /** the vault that vault-scoped calls work on unless they name another (--vault) */
+  vault?: string;
+  /** extra environment for avfs, over process.env */
+  env?: Record<string, string>;
+}
+
+/** For calls that work on one vault: which one, over the client's default. */
+export interface VaultOption {
+  vault?: string;
+}
+
+/** A duration: milliseconds, or a Go duration string such as "30s". */
+export type Duration = number | string;
+
+export interface ExecOptions extends VaultOption {
+  /** working directory inside the vault (default "/") */
+  cwd?: string;
+  /** stop the command after this long (default 5 minutes; 0: no limit) */
+  timeout?: Duration;
+  /** time between SIGTERM and SIGKILL on timeout (default 2 s) */
+  grace?: Duration;
+  /** keep the pre-run checkpoint: auto (default), always or never */
+  checkpoint?: "auto" | "always" | "never";
+  /** set in the command's environment; only the keys are recorded */
+  env?: Record<string, string>;
+  /** run on a read-only mount: no checkpoint, no changes */
+  readonly?: boolean;
+  /** run the request approved under this id (the command may then be left empty) */
+  approval?: string;
+  /** leave the mount this run starts in place; unmount it yourself */
+  keepMount?: boolean;
+  /** bytes of stdout and of stderr kept in the envelope (default 1 MiB) */
+  maxOutput?: number;
+  /** given to the command as its stdin (default: /dev/null) */
+  stdin?: string | Uint8Array;
+}
+
+export interface RunOptions extends VaultOption {
+  /** pass --vault (the call's or the client's default) */
+  scoped?: boolean;
+  /** written to avfs's stdin */
+  input?: string | Uint8Array;
+}
+
+const duration = (d: Duration) => (typeof d === "number" ? `${d}ms` : d);
+const flag = (on: boolean | undefined, name: string) => (on ? [name] : []);
+const opt = (value: string | number | undefined, name: string) => (value === undefined ? [] : [name, String(value)]);
+
+/**
+ * A client for one avfs home. Every method runs the avfs binary once with
+ * --json (execFile, no shell) and resolves to the typed document, or
+ * rejects with AvfsError (an error document) or AvfsProcessError.
+ */
+export class Avfs {
+  readonly home: string | undefined;
+  /** the default vault of vault-scoped calls */
+  readonly defaultVault: string | undefined;
+  readonly vault: VaultCommands;
+  readonly checkpoint: CheckpointCommands;
+  readonly proxy: ProxyCommands;
+  readonly policy: PolicyCommands;
+  private readonly env: Record<string, string> | undefined;
+  private bin: string | undefined;
+
+  constructor(options: AvfsOptions = {}) {
+    this.bin = options.bin;
+    this.home = options.home;
+    this.defaultVault = options.vault;
+    this.env = options.env;
+    this.vault = new VaultCommands(this);
+    this.checkpoint = new CheckpointCommands(this);
+    this.proxy = new ProxyCommands(this);
+    this.policy = new PolicyCommands(this);
+  }
+
+  /** The binary this client runs, found on first use (see resolveBinary). */
+  get binary(): string {
+    this.bin ??= resolveBinary({ env: { ...process.env, ...this.env } }).path;
+    return this.bin;
+  }
+
+  /**
+   * Runs `avfs --json [--home H] [--vault V] ARGS...` and returns its
+   * document. The methods below use it; call it for a command they lack,
+   * e.g. `run<TreeResult>(["tree", "/"], { scoped: true })`.
+   */
+  async run<T>(args: string[], options: RunOptions = {}): Promise<T> {
+    const vault = options.vault ?? this.defaultVault;
+    const argv = ["--json", ...opt(this.home, "--home"), ...(options.scoped ? opt(vault, "--vault") : []), ...args];
+    const env = this.env ? { ...process.env, ...this.env } : undefined;
+    // Inside the async function, a BinaryNotFoundError from this.binary rejects, never throws.
+    return (await runAvfs(this.binary, argv, { env, input: options.input })) as T;
+  }
+
+  /** avfs version: the build, formats and backends. */
+  version(): Promise<S.VersionResult> {
+    return this.run(["version"]);
+  }
+
+  /** Writes a file from a string or bytes (through stdin, so any size and any byte). */
+  write(path: string, content: string | Uint8Array, o: VaultOption & { append?: boolean } = {}): Promise<S.WriteResult> {
+    return this.run(["write", ...flag(o.append, "--append"), "--", path], { ...o, scoped: true, input: content });
+  }
+
+  /** cat: the content as text (encoding utf-8) or base64; see readFile for bytes. */
+  cat(path: string, o: VaultOption = {}): Promise<S.CatResult> {
+    return this.run(["cat", "--", path], { ...o, scoped: true });
+  }
+
+  /** The bytes of a file, whatever cat's encoding was. */
+  async readFile(path: string, o: VaultOption = {}): Promise<Buffer> {
+    const doc = await this.cat(path, o);
+    return Buffer.from(doc.content, doc.encoding === "base64" ? "base64" : "utf8");
+  }
+
+  ls(path = "/", o: VaultOption & { all?: boolean } = {}): Promise<S.LsResult> {
+    return this.run(["ls", ...flag(o.all, "--all"), "--", path], { ...o, scoped: true });
+  }
+
+  stat(path: string, o: VaultOption & { dereference?: boolean } = {}): Promise<S.StatResult> {
+    return this.run(["stat", ...flag(o.dereference, "--dereference"), "--", path], { ...o, scoped: true });
+  }
+
+  mkdir(path: string, o: VaultOption & { parents?: boolean } = {}): Promise<S.MkdirResult> {
+    return this.run(["mkdir", ...flag(o.parents, "--parents"), "--", path], { ...o, scoped: true });
+  }
+
+  rm(path: string, o: VaultOption & { recursive?: boolean; force?: boolean } = {}): Promise<S.RmResult> {
+    const flags = [...flag(o.recursive, "--recursive"), ...flag(o.force, "--force")];
+    return this.run(["rm", ...flags, "--", path], { ...o, scoped: true });
+  }
+
+  /** Mounts the vault on an existing directory; always unmount it (in a finally). */
+  mount(mountpoint: string, o: VaultOption & { readonly?: boolean } = {}): Promise<S.MountResult> {
+    return this.run(["mount", ...flag(o.readonly, "--readonly"), "--", mountpoint], { ...o, scoped: true });
+  }
+
+  unmount(mountpoint: string, o: { lazy?: boolean } = {}): Promise<S.UnmountResult> {
+    return this.run(["unmount", ...flag(o.lazy, "--lazy"), "--", mountpoint]);
+  }
+
+  mounts(o: { prune?: boolean } = {}): Promise<S.MountsResult> {
+    return this.run(["mounts", ...flag(o.prune, "--prune")]);
+  }
+}
+
+export class VaultCommands {
+  constructor(private readonly avfs: Avfs) {}
+
+  create(
+    name: string,
+    o: { backend?: string; use?: boolean; maxSizeMb?: number; maxFiles?: number; maxFileSizeMb?: number } = {},
+  ): Promise<S.VaultInfoResult> {
+    const flags = [
+      ...opt(o.backend, "--backend"),
+      ...flag(o.use, "--use"),
+      ...opt(o.maxSizeMb, "--max-size-mb"),
+      ...opt(o.maxFiles, "--max-files"),
+      ...opt(o.maxFileSizeMb, "--max-file-size-mb"),
+    ];
+    return this.avfs.run(["vault", "create", ...flags, "--", name]);
+  }
+
+  list(): Promise<S.VaultListResult> {
+    return this.avfs.run(["vault", "list"]);
+  }
+
+  /** Describes vault NAME, or the client's default vault, or the current one. */
+  info(name?: string): Promise<S.VaultInfoResult> {
+    return this.avfs.run(["vault", "info", ...(name === undefined ? [] : ["--", name])], { scoped: true });
+  }
+
+  fork(source: string, name: string, o: { use?: boolean } = {}): Promise<S.VaultForkResult> {
+    return this.avfs.run(["vault", "fork", ...flag(o.use, "--use"), "--", source, name]);
+  }
+
+  /**
+   * Deletes a vault and its checkpoints. The CLI's --yes is passed: it exists
+   * so a script that forgot it cannot delete, and a call to delete() is
+   * not forgetting.
+   */
+  delete(name: string): Promise<S.VaultDeleteResult> {
+    return this.avfs.run(["vault", "delete", "--yes", "--", name]);
+  }
+
+  /** Makes NAME the home's current vault. */
+  use(name: string): Promise<S.VaultInfoResult> {
+    return this.avfs.run(["vault", "use", "--", name]);
+  }
+}
+
+export class CheckpointCommands {
+  constructor(private readonly avfs: Avfs) {}
+
+  /** Saves the working state; a name is generated when none is given. */
+  save(name?: string, o: VaultOption & { message?: string } = {}): Promise<S.CheckpointSaveResult> {
+    const args = [...opt(o.message, "--message"), ...(name === undefined ? [] : ["--", name])];
+    return this.avfs.run(["checkpoint", "save", ...args], { ...o, scoped: true });
+  }
+
+  /** The checkpoints, oldest first. */
+  list(o: VaultOption = {}): Promise<S.CheckpointListResult> {
+    return this.avfs.run(["checkpoint", "list"], { ...o, scoped: true });
+  }
+
+  info(name: string, o: VaultOption = {}): Promise<S.CheckpointResult> {
+    return this.avfs.run(["checkpoint", "info", "--", name], { ...o, scoped: true });
+  }
+
+  restore(name: string, o: VaultOption = {}): Promise<S.CheckpointRestoreResult> {
+    return this.avfs.run(["checkpoint", "restore", "--", name], { ...o, scoped: true });
+  }
+
+  /**
+   * The paths that differ between two states: CHECKPOINT, vault:NAME or
+   * vault:NAME@CHECKPOINT. FROM defaults to the latest checkpoint, TO to the
+   * working state.
+   */
+  diff(from?: string, to?: string, o: VaultOption = {}): Promise<S.DiffResult> {
+    const states = [from, to].filter((s): s is string => s !== undefined);
+    return this.avfs.run(["checkpoint", "diff", "--", ...states], { ...o, scoped: true });
+  }
+
+  delete(name: string, o: VaultOption = {}): Promise<S.CheckpointDeleteResult> {
+    return this.avfs.run(["checkpoint", "delete", "--", name], { ...o, scoped: true });
+  }
+}
+
+export class ProxyCommands {
+  constructor(private readonly avfs: Avfs) {}
+
+  /**
+   * Runs ARGV through the proxy. Resolves to the envelope whenever avfs
+   * prints one, whatever the exit code: check `result.state` (completed,
+   * denied, awaiting_approval), `result.exit_code`, `result.timed_out` and
+   * `success`. Rejects only when no run was recorded (AvfsError: a bad
+   * flag, an unknown vault, VaultLocked, an unusable --approval, ...).
+   */
+  exec(argv: string[], o: ExecOptions = {}): Promise<S.ProxyExecResult> {
+    return this.run(argv.length ? ["--", ...argv] : [], o);
+  }
+
+  /** Runs a shell script (/bin/sh -c), classified as a whole; as exec. */
+  shell(script: string, o: ExecOptions = {}): Promise<S.ProxyExecResult> {
+    return this.run(["--shell", script], o);
+  }
+
+  private run(command: string[], o: ExecOptions): Promise<S.ProxyExecResult> {
+    const flags = [
+      ...opt(o.cwd, "--cwd"),
+      ...opt(o.timeout === undefined ? undefined : duration(o.timeout), "--timeout"),
+      ...opt(o.grace === undefined ? undefined : duration(o.grace), "--grace"),
+      ...opt(o.checkpoint, "--checkpoint"),
+      ...Object.entries(o.env ?? {}).flatMap(([k, v]) => ["--env", `${k}=${v}`]),
+      ...flag(o.readonly, "--readonly"),
+      ...opt(o.approval, "--approval"),
+      ...flag(o.keepMount, "--keep-mount"),
+      ...opt(o.maxOutput, "--max-output"),
+      ...flag(o.stdin !== undefined, "--stdin"),
+    ];
+    return this.avfs.run(["proxy", "exec", ...flags, ...command], { vault: o.vault, scoped: true, input: o.stdin });
+  }
+
+  /** The recorded runs, oldest first (of the vault, when one is given or is the client's default). */
+  history(o: VaultOption & { limit?: number } = {}): Promise<S.ProxyHistoryResult> {
+    return this.avfs.run(["proxy", "history", ...opt(o.limit, "--limit")], { ...o, scoped: true });
+  }
+
+  /** The envelope of a recorded run. */
+  show(id: string): Promise<S.ProxyExecResult> {
+    return this.avfs.run(["proxy", "show", "--", id]);
+  }
+
+  /** Restores the checkpoint before run ID (default: the vault's latest run that kept one). */
+  undo(id?: string, o: VaultOption = {}): Promise<S.ProxyUndoResult> {
+    return this.avfs.run(["proxy", "undo", ...(id === undefined ? [] : ["--", id])], { ...o, scoped: true });
+  }
+
+  approve(id: string): Promise<S.ProxyApprovalResult> {
+    return this.avfs.run(["proxy", "approve", "--", id]);
+  }
+
+  reject(id: string): Promise<S.ProxyApprovalResult> {
+    return this.avfs.run(["proxy", "reject", "--", id]);
+  }
+}
+
+export class PolicyCommands {
+  constructor(private readonly avfs: Avfs) {}
+
+  /** The policy's decision for ARGV; nothing runs. */
+  check(argv: string[], o: VaultOption & { cwd?: string } = {}): Promise<S.PolicyCheckResult> {
+    return this.avfs.run(["policy", "check", ...opt(o.cwd, "--cwd"), "--", ...argv], { ...o, scoped: true });
+  }
+
+  /** The policy's decision for a shell script; nothing runs. */
+  checkShell(script: string, o: VaultOption & { cwd?: string } = {}): Promise<S.PolicyCheckResult> {
+    return this.avfs.run(["policy", "check", ...opt(o.cwd, "--cwd"), "--shell", script], { ...o, scoped: true });
+  }
+
+  /** The effective policy of the vault. */
+  show(o: VaultOption = {}): Promise<S.PolicyShowResult> {
+    return this.avfs.run(["policy", "show"], { ...o, scoped: true });
+  }
+}

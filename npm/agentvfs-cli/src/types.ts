@@ -1,0 +1,23 @@
+// Short names for parts of the generated types, so callers need not spell
+// out ProxyExecResult["result"]["decision"]. Derived, never restated: they
+// follow schema.ts (and so docs/schema) by construction.
+import type { PolicyCheckResult, ProxyExecResult } from "./schema.js";
+
+/** What `proxy exec` was asked to do. */
+export type ProxyRequest = ProxyExecResult["request"];
+/** What happened in a run: exit code, output, changes, decision, state. */
+export type ProxyRunResult = ProxyExecResult["result"];
+/** One path a run changed. */
+export type ProxyChange = ProxyRunResult["changes"][number];
+/** The checkpoint saved just before a run. */
+export type ProxyCheckpoint = NonNullable<ProxyRunResult["checkpoint"]>;
+/** The approval of a run that needed one. */
+export type ProxyApproval = NonNullable<ProxyRunResult["approval"]>;
+/** How a run ended: completed, denied, awaiting_approval or failed. */
+export type ProxyState = ProxyRunResult["state"];
+/** The policy's decision for a command. */
+export type PolicyDecision = PolicyCheckResult["decision"];
+/** allow, allow_with_checkpoint, require_approval or deny. */
+export type PolicyAction = PolicyDecision["action"];
+/** host_escape_risk, networked, mutating, ... */
+export type PolicyCategory = PolicyDecision["categories"][number];

@@ -1,0 +1,72 @@
+// Package scripts_test runs the repository's scripts.
+package scripts_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRelease runs release.sh for darwin/arm64, so that
+// darwin keeps compiling, and checks SHA256SUMS against the binaries and the
+// version stamped into it. It compiles everything for another
+// platform: a minute or more with a cold build cache, seconds with a warm
+// one; -short skips it.
+func TestRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-compiles avfs")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	dist := t.TempDir()
+	targets := []string{"darwin/arm64"} // the other platform family; linux is built by every test run
+	const version = "v9.8.7-test"
+	cmd := exec.Command("bash", "release.sh", version)
+	cmd.Env = append(os.Environ(), "DIST="+dist, "TARGETS="+strings.Join(targets, " "))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("release.sh: %v\n%s", err, out)
+	}
+
+	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(sums)), "\n")
+	if len(lines) != len(targets) {
+		t.Fatalf("SHA256SUMS has %d lines, want %d:\n%s", len(lines), len(targets), sums)
+	}
+	for i, target := range targets {
+		goos, goarch, _ := strings.Cut(target, "/")
+		name := "avfs-" + goos + "-" + goarch
+		path := filepath.Join(dist, name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if want := hex.EncodeToString(sum[:]) + "  " + name; lines[i] != want {
+			t.Errorf("SHA256SUMS line %d = %q, want %q", i+1, lines[i], want)
+		}
+		// The build settings recorded in the binary (with -trimpath the
+		// linker flags are left out: the version is looked for below).
+		out, err := exec.Command("go", "version", "-m", path).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := string(out)
+		for _, want := range []string{"GOOS=" + goos, "GOARCH=" + goarch, "CGO_ENABLED=0", "-trimpath=true"} {
+			if !strings.Contains(info, want) {
+				t.Errorf("%s: build info lacks %s:\n%s", name, want, info)
+			}
+		}
+		if !bytes.Contains(b, []byte(version)) {
+			t.Errorf("%s does not hold the version %s", name, version)
+		}
+	}
+}
