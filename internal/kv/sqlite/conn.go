@@ -68,7 +68,9 @@ func uri(path string) string {
 }
 
 // openConn opens a connection to an existing file; SQLite never creates
-// the main file (Create does that, exclusively).
+// the main file (Create does that, exclusively). temp_store=MEMORY keeps
+// the journal of a batch's savepoints (kv.Batch) in memory: in a temporary
+// file every page a step changed cost a write system call.
 func openConn(path string, opts Options) (*conn, error) {
 	c, err := sqlite3.OpenFlags(uri(path), sqlite3.OPEN_READWRITE|sqlite3.OPEN_URI)
 	if err != nil {
@@ -79,7 +81,8 @@ func openConn(path string, opts Options) (*conn, error) {
 	if err == nil {
 		err = cn.exec(`PRAGMA synchronous = ` + opts.Synchronous + `;
 			PRAGMA journal_size_limit = 67108864;
-			PRAGMA trusted_schema = OFF;`)
+			PRAGMA trusted_schema = OFF;
+			PRAGMA temp_store = MEMORY;`)
 	}
 	if err != nil {
 		cn.close()
