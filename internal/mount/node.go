@@ -136,10 +136,10 @@ func fillAttr(a vfs.Attr, out *fuse.Attr) {
 
 // child returns the node for a, creating it if the kernel does not know
 // it yet, and fills the entry reply.
+//
+// a must already show a dirty inode's buffered size (writeback.attrs):
+// only new inodes, which have none, come here straight from the vault.
 func (n *node) child(ctx context.Context, a vfs.Attr, out *fuse.EntryOut) *fs.Inode {
-	if n.fs.wb != nil {
-		n.fs.wb.overlay(&a)
-	}
 	fillAttr(a, &out.Attr)
 	in := n.NewInode(ctx, &node{fs: n.fs}, fs.StableAttr{Mode: typeBits(a.Type), Ino: uint64(a.Ino)})
 	if c, ok := in.Operations().(*node); ok {
@@ -157,10 +157,12 @@ func caller(ctx context.Context) (uid, gid uint32) {
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	var a vfs.Attr
-	errno := n.fs.view("lookup", func(tx *vfs.Tx) (err error) {
-		a, err = tx.Lookup(n.ino(), name)
-		return err
+	a, errno := n.fs.wb.attrs(func() (a vfs.Attr, errno syscall.Errno) {
+		errno = n.fs.view("lookup", func(tx *vfs.Tx) (err error) {
+			a, err = tx.Lookup(n.ino(), name)
+			return err
+		})
+		return a, errno
 	})
 	if errno != 0 {
 		return nil, errno
@@ -169,17 +171,17 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 func (n *node) Getattr(ctx context.Context, _ fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	var a vfs.Attr
-	errno := n.fs.view("getattr", func(tx *vfs.Tx) (err error) {
-		a, err = tx.GetAttr(n.ino())
-		return err
+	a, errno := n.fs.wb.attrs(func() (a vfs.Attr, errno syscall.Errno) {
+		errno = n.fs.view("getattr", func(tx *vfs.Tx) (err error) {
+			a, err = tx.GetAttr(n.ino())
+			return err
+		})
+		return a, errno
 	})
 	if errno == syscall.ENOENT {
 		if g, ok := n.gone(); ok {
 			a, errno = g, 0
 		}
-	} else if errno == 0 && n.fs.wb != nil {
-		n.fs.wb.overlay(&a)
 	}
 	if errno == 0 {
 		n.remember(a)
@@ -271,9 +273,17 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if errno != 0 {
 		return nil, errno
 	}
-	out := make([]fuse.DirEntry, len(ents))
-	for i, e := range ents {
-		out[i] = fuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: typeBits(e.Type)}
+	// "." and "..", as every Linux disk lists them (ls -a, find).
+	parent := n.ino()
+	if _, p := n.Parent(); p != nil {
+		parent = vfs.Ino(p.StableAttr().Ino)
+	}
+	out := make([]fuse.DirEntry, 0, len(ents)+2)
+	out = append(out,
+		fuse.DirEntry{Name: ".", Ino: uint64(n.ino()), Mode: syscall.S_IFDIR},
+		fuse.DirEntry{Name: "..", Ino: uint64(parent), Mode: syscall.S_IFDIR})
+	for _, e := range ents {
+		out = append(out, fuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino), Mode: typeBits(e.Type)})
 	}
 	return fs.NewListDirStream(out), 0
 }

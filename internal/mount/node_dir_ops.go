@@ -60,9 +60,25 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok {
 		return nil, syscall.EXDEV
 	}
-	return n.create(ctx, "link", out, func(tx *vfs.Tx, _, _ uint32) (vfs.Attr, error) {
-		return tx.Link(t.ino(), n.ino(), name)
+	errno := n.fs.update("link", func(tx *vfs.Tx) error {
+		_, err := tx.Link(t.ino(), n.ino(), name)
+		return err
 	})
+	if errno != 0 {
+		return nil, errno
+	}
+	// The file may have buffered writes: its size is the buffer's.
+	a, errno := n.fs.wb.attrs(func() (a vfs.Attr, errno syscall.Errno) {
+		errno = n.fs.view("link", func(tx *vfs.Tx) (err error) {
+			a, err = tx.GetAttr(t.ino())
+			return err
+		})
+		return a, errno
+	})
+	if errno != 0 {
+		return nil, errno
+	}
+	return n.child(ctx, a, out), 0
 }
 
 // Unlink removes a name. A file that loses its last name stays in the

@@ -696,20 +696,47 @@ func (w *writeback) read(ino vfs.Ino, dest []byte, off int64) (n int, ok bool, e
 }
 
 // overlay puts a dirty inode's size and mtime into attributes read from
-// the vault.
-func (w *writeback) overlay(a *vfs.Attr) {
+// the vault; it reports whether the inode had a record.
+func (w *writeback) overlay(a *vfs.Attr) bool {
 	f := w.lookup(a.Ino)
 	if f == nil {
-		return
+		return false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.state == stateFlushed {
-		return
+		return false
 	}
 	a.Size = f.size
 	if !f.mtime.IsZero() {
 		a.Mtime, a.Ctime = f.mtime, f.mtime
+	}
+	return true
+}
+
+// generation is bumped whenever the vault's size of an inode may have
+// changed under a reader (a persist, a truncate).
+func (w *writeback) generation() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen
+}
+
+// attrs reads attributes with read and overlays the buffered size and
+// mtime. A persist that completes between the read and the overlay would
+// leave the read's older size with no record left to correct it — and the
+// kernel caches what it is told (an append would then land at the old
+// end): so then it reads again.
+func (w *writeback) attrs(read func() (vfs.Attr, syscall.Errno)) (vfs.Attr, syscall.Errno) {
+	if w == nil {
+		return read()
+	}
+	for {
+		gen := w.generation()
+		a, e := read()
+		if e != 0 || w.overlay(&a) || w.generation() == gen {
+			return a, e
+		}
 	}
 }
 
