@@ -233,7 +233,7 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, read
 }
 
 // serverMemoryLimit is the soft memory limit of a mount's serving process.
-const serverMemoryLimit = 144 << 20
+const serverMemoryLimit = 112 << 20
 
 // failureMsg carries a mount failure to the process that waits for it.
 func failureMsg(err error) readyMsg {
