@@ -57,7 +57,11 @@ func ServerOps() map[string]mount.ControlFunc {
 				return nil, err
 			}
 			// The envelope reports the run's changes: make them durable
-			// before it is written.
+			// before it is written. A run that changed nothing has
+			// nothing to make durable (its checkpoint equals the state).
+			if len(s.Changes) == 0 {
+				return s, nil
+			}
 			return s, v.Sync()
 		},
 	}
@@ -77,14 +81,17 @@ func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
 	return summary{Changes: changes, Renames: renames}, nil
 }
 
-// liveMount is the live read-write mount of vault, or "".
+// liveMount is the live read-write mount of vault, or "": its server is
+// alive and its directory is still an avfs mount (a server whose mount
+// was detached lives on until its last file closes; a command run in
+// its directory would run on the host's).
 func (rt *Runtime) liveMount(vault string) string {
 	infos, err := mount.List(rt.Home)
 	if err != nil {
 		return ""
 	}
 	for _, in := range infos {
-		if in.Vault == vault && !in.ReadOnly && in.Live {
+		if in.Vault == vault && !in.ReadOnly && in.Live && mount.IsAvfsMount(in.Mountpoint) {
 			return in.Mountpoint
 		}
 	}

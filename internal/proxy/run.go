@@ -217,11 +217,12 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 	if err := m.enter(StateCheckpoint); err != nil {
 		return err
 	}
-	cp := ""
+	cp, live := "", ""
 	if !req.Readonly {
+		live = rt.liveMount(req.Vault)
 		cp = CheckpointName(env.ID)
 		a := checkpointArgs{Name: cp, Message: "before proxy run: " + strings.Join(env.Request.Command, " ")}
-		if err := rt.inVault(req.Vault, rt.liveMount(req.Vault), opCheckpoint, a, nil, func(v *vfs.Vault) error {
+		if err := rt.inVault(req.Vault, live, opCheckpoint, a, nil, func(v *vfs.Vault) error {
 			_, err := v.SaveCheckpoint(a.Name, a.Message)
 			return err
 		}); err != nil {
@@ -234,7 +235,10 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 	if err := m.enter(StateMount); err != nil {
 		return err
 	}
-	mnt, started, err := rt.mount(req)
+	mnt, started, err := live, false, error(nil)
+	if mnt == "" {
+		mnt, started, err = rt.mount(req)
+	}
 	if err != nil {
 		return err
 	}
