@@ -5,9 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/agentvfs/agentvfs/docs/guides/examples/internal/guidetest"
 
 	"github.com/agentvfs/agentvfs/internal/mount"
 )
@@ -58,24 +58,8 @@ mounted read-only: src/greet.txt
 	}
 }
 
-// TestGuideSnippets checks that every Go block of docs/guides/go.md is
-// part of this example, so the guide shows code that runs.
+// TestGuideSnippets checks that every Go block of the guide is part of
+// this example, so the guide shows code that runs.
 func TestGuideSnippets(t *testing.T) {
-	guide, err := os.ReadFile("../../go.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(guide, -1)
-	if len(blocks) < 3 {
-		t.Fatalf("go.md has %d Go blocks", len(blocks))
-	}
-	for _, b := range blocks {
-		if !strings.Contains(string(src), string(b[1])) {
-			t.Errorf("this block of go.md is not in main.go:\n%s", b[1])
-		}
-	}
+	guidetest.Snippets(t, "../../go.md", "main.go", "go")
 }

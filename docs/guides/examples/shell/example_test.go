@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentvfs/agentvfs/docs/guides/examples/internal/guidetest"
+
 	"github.com/agentvfs/agentvfs/internal/mount"
 )
 
@@ -77,24 +79,8 @@ func TestExample(t *testing.T) {
 	}
 }
 
-// TestGuideSnippets checks that every bash block of docs/guides/shell.md
-// is part of example.sh, so the guide shows code that runs.
+// TestGuideSnippets checks that every bash block of the guide is part of
+// this example, so the guide shows code that runs.
 func TestGuideSnippets(t *testing.T) {
-	guide, err := os.ReadFile("../../shell.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("example.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := regexp.MustCompile("(?s)```bash\n(.*?)```").FindAllSubmatch(guide, -1)
-	if len(blocks) < 3 {
-		t.Fatalf("shell.md has %d bash blocks", len(blocks))
-	}
-	for _, b := range blocks {
-		if !strings.Contains(string(src), string(b[1])) {
-			t.Errorf("this block of shell.md is not in example.sh:\n%s", b[1])
-		}
-	}
+	guidetest.Snippets(t, "../../shell.md", "example.sh", "bash")
 }
