@@ -169,8 +169,12 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	}
 	return &proxy.Runtime{
 		Home: h.reg, Policy: p, Store: store,
-		StartMount: func(v, mnt string, ro bool) error {
-			_, err := h.Mount(v, mnt, &MountOptions{ReadOnly: ro})
+		StartMount: func(v, mnt string, ro, owned bool) error {
+			opts := &MountOptions{ReadOnly: ro}
+			if owned {
+				opts.OwnerPID = os.Getpid()
+			}
+			_, err := h.Mount(v, mnt, opts)
 			return err
 		},
 		Environ: append(os.Environ(), "AVFS_HOME="+h.reg.Dir),

@@ -2,6 +2,7 @@ package avfs
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mount"
@@ -12,6 +13,10 @@ type MountOptions struct {
 	// ReadOnly mounts the vault read-only. A vault has one read-write
 	// mount at a time; read-only mounts may be many.
 	ReadOnly bool
+	// OwnerPID ends the mount when that process exits, however it exits
+	// (os.Getpid() ties the mount to the caller's life); 0 lets the mount
+	// outlive its caller until Unmount.
+	OwnerPID int
 }
 
 // Mount is a vault served as a directory by its own avfs process.
@@ -44,6 +49,9 @@ func (h *Home) Mount(vault, mountpoint string, opts *MountOptions) (*Mount, erro
 	args := []string{"mount", vault, mountpoint}
 	if ro {
 		args = append(args, "--readonly")
+	}
+	if opts != nil && opts.OwnerPID > 0 {
+		args = append(args, "--owner-pid", strconv.Itoa(opts.OwnerPID))
 	}
 	out, err := h.run("mount", args...)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -66,7 +67,7 @@ type readyMsg struct {
 
 func (a *app) mountCmd() *cobra.Command {
 	var readonly, foreground bool
-	var readyFD int
+	var readyFD, owner int
 	c := &cobra.Command{
 		Use:   "mount [VAULT] MOUNTPOINT",
 		Short: "Serve a vault as a directory (FUSE)",
@@ -74,7 +75,9 @@ func (a *app) mountCmd() *cobra.Command {
 MOUNTPOINT. The mount is served by its own avfs process, started in a new
 session; the command returns once the mount answers, and prints the serving
 process's pid. With --foreground this process serves the mount itself until
-it is unmounted or receives SIGINT or SIGTERM.
+it is unmounted or receives SIGINT or SIGTERM. With --owner-pid the mount
+also ends when that process exits, however it exits (the proxy starts its
+mounts so, and the Go library on request).
 
 A vault has one writer: while it is mounted read-write, another read-write
 mount fails with VaultLocked naming the mountpoint. Read-only mounts may be
@@ -102,9 +105,9 @@ many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
 				return nil, err
 			}
 			if foreground {
-				return a.serveMount(h, name, mnt, readonly, readyFD)
+				return a.serveMount(h, name, mnt, readonly, readyFD, owner)
 			}
-			return a.startMount(h, name, mnt, readonly)
+			return a.startMount(h, name, mnt, readonly, owner)
 		}),
 	}
 	f := c.Flags()
@@ -112,12 +115,13 @@ many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
 	f.BoolVar(&foreground, "foreground", false, "serve the mount from this process until unmounted")
 	f.IntVar(&readyFD, "ready-fd", 0, "report readiness on this file descriptor (used by avfs itself)")
 	_ = f.MarkHidden("ready-fd")
+	f.IntVar(&owner, "owner-pid", 0, "unmount when this process exits (0: the mount outlives its caller)")
 	return c
 }
 
 // startMount starts `avfs mount --foreground` in a new session and waits
 // for it to report the mount ready.
-func (a *app) startMount(h *registry.Home, name, mnt string, readonly bool) (any, error) {
+func (a *app) startMount(h *registry.Home, name, mnt string, readonly bool, owner int) (any, error) {
 	exe, err := MountExecutable()
 	if err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
@@ -139,6 +143,9 @@ func (a *app) startMount(h *registry.Home, name, mnt string, readonly bool) (any
 	args := []string{"mount", "--foreground", "--ready-fd", "3", "--home", h.Dir, name, mnt}
 	if readonly {
 		args = append(args, "--readonly")
+	}
+	if owner > 0 {
+		args = append(args, "--owner-pid", strconv.Itoa(owner))
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -183,7 +190,7 @@ func readReady(r *os.File, timeout time.Duration) (readyMsg, error) {
 
 // serveMount serves a mount from this process until it is unmounted or
 // a signal arrives.
-func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, readyFD int) (any, error) {
+func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, readyFD, owner int) (any, error) {
 	var ready *os.File
 	if readyFD > 0 {
 		ready = os.NewFile(uintptr(readyFD), "ready")
@@ -220,6 +227,10 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, read
 	} else {
 		a.emit(res)
 	}
+	var ownerGone <-chan struct{} // nil: no owner, never ready
+	if owner > 0 {
+		ownerGone = mount.WatchOwner(owner)
+	}
 	for {
 		select {
 		case <-s.Done():
@@ -227,6 +238,8 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, read
 		case <-a.ctx.Done():
 			return nil, stopMount(s)
 		case <-sigs:
+			return nil, stopMount(s)
+		case <-ownerGone:
 			return nil, stopMount(s)
 		}
 	}

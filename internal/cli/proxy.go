@@ -57,8 +57,12 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	}
 	return &proxy.Runtime{
 		Home: h, Policy: p, Store: store,
-		StartMount: func(v, mnt string, ro bool) error {
-			_, err := a.startMount(h, v, mnt, ro)
+		StartMount: func(v, mnt string, ro, owned bool) error {
+			owner := 0
+			if owned {
+				owner = os.Getpid()
+			}
+			_, err := a.startMount(h, v, mnt, ro, owner)
 			return err
 		},
 		Environ: append(os.Environ(), "AVFS_HOME="+h.Dir),

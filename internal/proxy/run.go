@@ -89,8 +89,10 @@ type Runtime struct {
 	Policy *policy.Policy
 	Store  *Store
 	// StartMount serves vault at mountpoint from a separate process and
-	// returns once the mount answers.
-	StartMount  func(vault, mountpoint string, readonly bool) error
+	// returns once the mount answers. An owned mount belongs to this run:
+	// it ends when this process exits, even if the run is killed before
+	// it can unmount.
+	StartMount func(vault, mountpoint string, readonly, owned bool) error
 	Environ     []string // the command's base environment
 	Now         func() time.Time
 	ApprovalTTL time.Duration
@@ -409,7 +411,7 @@ func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
 		// A mount the records do not know (a crashed server): detach it.
 		_ = syscall.Unmount(mnt, mount.MNTDetach)
 	}
-	if err := rt.StartMount(req.Vault, mnt, req.Readonly); err != nil {
+	if err := rt.StartMount(req.Vault, mnt, req.Readonly, !req.KeepMount); err != nil {
 		return "", false, err
 	}
 	if real, err := filepath.EvalSymlinks(mnt); err == nil {
