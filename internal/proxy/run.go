@@ -92,7 +92,7 @@ type Runtime struct {
 	// returns once the mount answers. An owned mount belongs to this run:
 	// it ends when this process exits, even if the run is killed before
 	// it can unmount.
-	StartMount func(vault, mountpoint string, readonly, owned bool) error
+	StartMount  func(vault, mountpoint string, readonly, owned bool) error
 	Environ     []string // the command's base environment
 	Now         func() time.Time
 	ApprovalTTL time.Duration
