@@ -17,7 +17,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
-// TestMain fails the run when a test leaves an avfs mount behind under the
+// TestMain fails the run when a test leaves an avfs mount behind under its
 // temporary directory, and detaches it so the machine stays clean.
 //
 // The test binary doubles as the avfs command (AVFS_TEST_AS_CLI=1), so
@@ -28,14 +28,24 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("AVFS_TEST_AS_CLI", "1")
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
+	// Every test directory lives under a root of this run's own, so the
+	// check below sees this run's mounts only, never another run's or a
+	// person's own under /tmp.
+	root, err := os.MkdirTemp("", "avfs-mount-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("TMPDIR", root)
 	code := m.Run()
-	if left := mount.AvfsMountsUnder(os.TempDir()); len(left) > 0 {
+	if left := mount.AvfsMountsUnder(root); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: avfs mounts left behind: %v\n", left)
 		for _, d := range left {
 			_ = syscall.Unmount(d, syscall.MNT_DETACH)
 		}
 		code = 1
 	}
+	_ = os.RemoveAll(root)
 	os.Exit(code)
 }
 
