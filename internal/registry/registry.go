@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/kv/bolt"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -212,6 +213,15 @@ func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
 		return nil, err
 	}
 	path := h.Path(name)
+	if h.WriteGuard != nil {
+		// bbolt locks its file: beside a mount's server an open could
+		// only time out. Say who holds the vault at once instead.
+		if engine, err := engines.Detect(path); err == nil && engine == bolt.Name {
+			if err := h.WriteGuard(name); err != nil {
+				return nil, err
+			}
+		}
+	}
 	eng, err := engines.Open(path)
 	if err != nil {
 		return nil, h.openErr(name, err)
