@@ -167,6 +167,9 @@ func Call(h *registry.Home, mountpoint, op string, args, result any) error {
 		return fmt.Errorf("%w: %v", ErrNoControl, err)
 	}
 	defer c.Close()
+	// Ops are short (a checkpoint, a diff); a server that does not answer
+	// within this is stuck, and the caller must not wait for it forever.
+	_ = c.SetDeadline(time.Now().Add(callTimeout))
 	req := controlRequest{Op: op}
 	if args != nil {
 		if req.Args, err = json.Marshal(args); err != nil {
@@ -189,6 +192,9 @@ func Call(h *registry.Home, mountpoint, op string, args, result any) error {
 	}
 	return nil
 }
+
+// callTimeout bounds one control request.
+const callTimeout = 10 * time.Minute
 
 // maxSocketPath is the longest path a unix socket address holds.
 const maxSocketPath = 100

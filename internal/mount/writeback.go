@@ -285,10 +285,23 @@ func (w *writeback) attrs(read func() (vfs.Attr, syscall.Errno)) (vfs.Attr, sysc
 	if w == nil {
 		return read()
 	}
-	for {
+	for try := 0; ; try++ {
 		gen := w.generation()
 		a, e := read()
 		if e != 0 || w.overlay(&a) || w.generation() == gen {
+			return a, e
+		}
+		if try == 8 {
+			// The generation counts persists of any inode: under a
+			// storm of them, persist this one and read what the vault
+			// then holds, rather than spin.
+			if e := w.flush(a.Ino); e != 0 {
+				return a, e
+			}
+			a, e = read()
+			if e == 0 {
+				w.overlay(&a)
+			}
 			return a, e
 		}
 	}
