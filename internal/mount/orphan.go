@@ -52,6 +52,14 @@ func (n *node) OnForget() {
 // releaseOrphans drops every orphan of the vault: at mount, those a crash
 // left; at unmount, those still open when the mount went away.
 func releaseOrphans(st *store) error {
+	var found bool
+	if err := st.view(func(tx *vfs.Tx) error {
+		orphans, err := tx.Orphans()
+		found = len(orphans) > 0
+		return err
+	}); err != nil || !found {
+		return err // most often none: no write transaction, no sync
+	}
 	return st.update(func(tx *vfs.Tx) error {
 		orphans, err := tx.Orphans()
 		for _, ino := range orphans {
