@@ -17,7 +17,6 @@ import (
 // fsys is what every node of one mount shares: the vault and how it is
 // served.
 type fsys struct {
-	v        *vfs.Vault
 	st       *store // every read and change of the vault (store.go)
 	readonly bool
 	logger   *log.Logger
@@ -49,10 +48,10 @@ func (n *node) remember(a vfs.Attr) {
 }
 
 // gone answers stat of a node whose inode the vault no longer holds but
-// the kernel still does: a file unlinked while open. It reports the last
-// attributes with no links, as a local disk would. Only stat works on such
-// a file for now: its data went with its last name (keeping it needs an
-// orphan list in the model).
+// the kernel still does: a directory removed while a program is in it, or
+// a symlink or special file unlinked while held (regular files are kept
+// as orphans, orphan.go). It reports the last attributes with no links,
+// as a local disk would.
 func (n *node) gone() (vfs.Attr, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -85,7 +85,6 @@ type wfile struct {
 
 // writeback is the write-back cache of one mount.
 type writeback struct {
-	v      *vfs.Vault
 	st     *store
 	logger *log.Logger
 	budget int64
@@ -115,7 +114,7 @@ type writeback struct {
 
 func newWriteback(st *store, logger *log.Logger, budget int64) (*writeback, error) {
 	v := st.v
-	w := &writeback{v: v, st: st, logger: logger, budget: budget, idle: idleFlush,
+	w := &writeback{st: st, logger: logger, budget: budget, idle: idleFlush,
 		files: map[vfs.Ino]*wfile{}, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
@@ -145,7 +144,7 @@ func (w *writeback) close() error {
 		err = serr
 	}
 	if w.deferred {
-		if _, derr := w.v.DeferSync(false); err == nil {
+		if _, derr := w.st.v.DeferSync(false); err == nil {
 			err = derr
 		}
 	}
