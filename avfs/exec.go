@@ -29,7 +29,12 @@ type ExecRequest struct {
 	Stdin      io.Reader // nil is /dev/null
 	MaxOutput  int64     // bytes of stdout and of stderr kept; zero is 1 MiB
 	KeepMount  bool      // leave the mount the run starts for later runs
-	Approval   string    // run the request approved under this id
+	// Linger leaves a mount the run starts until it has been idle that
+	// long, warm for the next run (a write to the vault from elsewhere
+	// ends an idle one at once): zero is $AVFS_PROXY_LINGER or
+	// DefaultLinger, NoLinger unmounts after the run.
+	Linger   time.Duration
+	Approval string // run the request approved under this id
 }
 
 // Limits of a run.
@@ -39,6 +44,10 @@ const (
 	// NoTimeout as ExecRequest.Timeout lets the command run as long as it
 	// runs.
 	NoTimeout time.Duration = -1
+	// DefaultLinger is ExecRequest.Linger's default.
+	DefaultLinger = proxy.DefaultLinger
+	// NoLinger as ExecRequest.Linger unmounts the run's mount after it.
+	NoLinger time.Duration = -1
 )
 
 // Envelope is what a run produced: the same document `avfs proxy exec
@@ -103,11 +112,19 @@ func (h *Home) Exec(req ExecRequest) (*Envelope, error) {
 	if req.Grace == 0 {
 		req.Grace = DefaultGrace
 	}
+	switch {
+	case req.Linger == 0:
+		if req.Linger, err = proxy.LingerFrom(os.Getenv("AVFS_PROXY_LINGER")); err != nil {
+			return nil, err
+		}
+	case req.Linger < 0:
+		req.Linger = 0
+	}
 	return rt.Exec(proxy.Request{
 		Vault: req.Vault, Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd,
 		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
 		Checkpoint: req.Checkpoint, Env: req.Env, Stdin: req.Stdin,
-		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Approval: req.Approval,
+		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Linger: req.Linger, Approval: req.Approval,
 	})
 }
 
@@ -169,12 +186,12 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	}
 	return &proxy.Runtime{
 		Home: h.reg, Policy: p, Store: store,
-		StartMount: func(v, mnt string, ro, owned bool) error {
-			opts := &MountOptions{ReadOnly: ro}
-			if owned {
+		StartMount: func(m proxy.MountSpec) error {
+			opts := &MountOptions{ReadOnly: m.ReadOnly, IdleTimeout: m.IdleTimeout}
+			if m.Owned {
 				opts.OwnerPID = os.Getpid()
 			}
-			_, err := h.Mount(v, mnt, opts)
+			_, err := h.Mount(m.Vault, m.Mountpoint, opts)
 			return err
 		},
 		Environ: append(os.Environ(), "AVFS_HOME="+h.reg.Dir),

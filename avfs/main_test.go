@@ -47,6 +47,8 @@ func testMain(m *testing.M) int {
 	os.Unsetenv("AVFS_HOME")
 	os.Unsetenv("AVFS_VAULT")
 	os.Unsetenv("AGENTVFS_BIN")
+	// Runs unmount after themselves unless a test asks them to linger.
+	os.Setenv("AVFS_PROXY_LINGER", "0")
 
 	flag.Parse()
 	canMount = os.Geteuid() == 0 && mount.Available() == nil

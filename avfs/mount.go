@@ -3,6 +3,7 @@ package avfs
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mount"
@@ -17,6 +18,10 @@ type MountOptions struct {
 	// (os.Getpid() ties the mount to the caller's life); 0 lets the mount
 	// outlive its caller until Unmount.
 	OwnerPID int
+	// IdleTimeout ends the mount once it has served nothing for that
+	// long and nothing holds it; such a mount also gives way at once to
+	// a write to the vault from elsewhere when it is idle. Zero: never.
+	IdleTimeout time.Duration
 }
 
 // Mount is a vault served as a directory by its own avfs process.
@@ -52,6 +57,9 @@ func (h *Home) Mount(vault, mountpoint string, opts *MountOptions) (*Mount, erro
 	}
 	if opts != nil && opts.OwnerPID > 0 {
 		args = append(args, "--owner-pid", strconv.Itoa(opts.OwnerPID))
+	}
+	if opts != nil && opts.IdleTimeout > 0 {
+		args = append(args, "--idle-timeout", opts.IdleTimeout.String())
 	}
 	out, err := h.run("mount", args...)
 	if err != nil {

@@ -6,7 +6,12 @@ cd "$(dirname "$0")/.."
 avfs() { "$PWD/bin/avfs" "$@"; }
 export AVFS_HOME
 AVFS_HOME=$(mktemp -d)
-trap 'rm -rf "$AVFS_HOME"' EXIT
+# A proxy run leaves its mount for the next run (--linger): end any first.
+cleanup() {
+	for m in "$AVFS_HOME"/proxy/mnt/*; do avfs unmount "$m" >/dev/null 2>&1 || true; done
+	rm -rf "$AVFS_HOME" ${MNT:+"$MNT"}
+}
+trap cleanup EXIT
 step() { printf '\n\033[1m$ avfs %s\033[0m\n' "$*"; avfs "$@"; }
 
 step vault create myproject --use
@@ -45,7 +50,7 @@ step ls /
 
 # The vault as a real directory: ordinary tools work in it.
 MNT=$(mktemp -d)
-trap 'avfs unmount --lazy "$MNT" >/dev/null 2>&1 || true; rm -rf "$AVFS_HOME" "$MNT"' EXIT
+trap 'avfs unmount --lazy "$MNT" >/dev/null 2>&1 || true; cleanup' EXIT
 step mount task-001 "$MNT"
 printf '\n\033[1m$ (cd %s && ls -l src && echo "notes" > notes.txt && grep -rn main .)\033[0m\n' "$MNT"
 (cd "$MNT" && ls -l src && echo "notes" > notes.txt && grep -rn main .)

@@ -65,9 +65,17 @@ type readyMsg struct {
 	Extra   map[string]any `json:"extra,omitempty"`
 }
 
+// serverArgs are how a mount is served.
+type serverArgs struct {
+	readonly bool
+	owner    int           // end with this process (0: none)
+	idle     time.Duration // end after this long unused (0: never)
+}
+
 func (a *app) mountCmd() *cobra.Command {
-	var readonly, foreground bool
-	var readyFD, owner int
+	var foreground bool
+	var readyFD int
+	var sa serverArgs
 	c := &cobra.Command{
 		Use:   "mount [VAULT] MOUNTPOINT",
 		Short: "Serve a vault as a directory (FUSE)",
@@ -77,11 +85,14 @@ session; the command returns once the mount answers, and prints the serving
 process's pid. With --foreground this process serves the mount itself until
 it is unmounted or receives SIGINT or SIGTERM. With --owner-pid the mount
 also ends when that process exits, however it exits (the proxy starts its
-mounts so, and the Go library on request).
+mounts so, and the Go library on request). With --idle-timeout it ends once
+it has served nothing for that long and nothing holds it open (the proxy
+leaves its mounts so, warm for the next run).
 
 A vault has one writer: while it is mounted read-write, another read-write
-mount fails with VaultLocked naming the mountpoint. Read-only mounts may be
-many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
+mount or a CLI write fails with VaultLocked naming the mountpoint — unless
+that mount has an idle timeout and is idle: then it ends at once and gives
+way. Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			if err := mount.Available(); err != nil {
@@ -104,24 +115,31 @@ many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
 			if err != nil {
 				return nil, err
 			}
-			if foreground {
-				return a.serveMount(h, name, mnt, readonly, readyFD, owner)
+			if !sa.readonly && readyFD == 0 {
+				// Fail early, or let an idle mount of the vault give way.
+				if err := mount.CheckWriter(h, name); err != nil {
+					return nil, err
+				}
 			}
-			return a.startMount(h, name, mnt, readonly, owner)
+			if foreground {
+				return a.serveMount(h, name, mnt, sa, readyFD)
+			}
+			return a.startMount(h, name, mnt, sa)
 		}),
 	}
 	f := c.Flags()
-	f.BoolVar(&readonly, "readonly", false, "mount read-only")
+	f.BoolVar(&sa.readonly, "readonly", false, "mount read-only")
 	f.BoolVar(&foreground, "foreground", false, "serve the mount from this process until unmounted")
 	f.IntVar(&readyFD, "ready-fd", 0, "report readiness on this file descriptor (used by avfs itself)")
 	_ = f.MarkHidden("ready-fd")
-	f.IntVar(&owner, "owner-pid", 0, "unmount when this process exits (0: the mount outlives its caller)")
+	f.IntVar(&sa.owner, "owner-pid", 0, "unmount when this process exits (0: the mount outlives its caller)")
+	f.DurationVar(&sa.idle, "idle-timeout", 0, "unmount after serving nothing for this long, and give way to a CLI write when idle (0: never)")
 	return c
 }
 
 // startMount starts `avfs mount --foreground` in a new session and waits
 // for it to report the mount ready.
-func (a *app) startMount(h *registry.Home, name, mnt string, readonly bool, owner int) (any, error) {
+func (a *app) startMount(h *registry.Home, name, mnt string, sa serverArgs) (any, error) {
 	exe, err := MountExecutable()
 	if err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
@@ -141,11 +159,14 @@ func (a *app) startMount(h *registry.Home, name, mnt string, readonly bool, owne
 	}
 	defer pr.Close()
 	args := []string{"mount", "--foreground", "--ready-fd", "3", "--home", h.Dir, name, mnt}
-	if readonly {
+	if sa.readonly {
 		args = append(args, "--readonly")
 	}
-	if owner > 0 {
-		args = append(args, "--owner-pid", strconv.Itoa(owner))
+	if sa.owner > 0 {
+		args = append(args, "--owner-pid", strconv.Itoa(sa.owner))
+	}
+	if sa.idle > 0 {
+		args = append(args, "--idle-timeout", sa.idle.String())
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -169,7 +190,7 @@ func (a *app) startMount(h *registry.Home, name, mnt string, readonly bool, owne
 		}
 		return nil, err
 	}
-	return mountResult{Vault: name, Mountpoint: mnt, PID: msg.PID, ReadOnly: readonly}, nil
+	return mountResult{Vault: name, Mountpoint: mnt, PID: msg.PID, ReadOnly: sa.readonly}, nil
 }
 
 // readReady reads the serving process's report.
@@ -190,7 +211,7 @@ func readReady(r *os.File, timeout time.Duration) (readyMsg, error) {
 
 // serveMount serves a mount from this process until it is unmounted or
 // a signal arrives.
-func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, readyFD, owner int) (any, error) {
+func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, readyFD int) (any, error) {
 	var ready *os.File
 	if readyFD > 0 {
 		ready = os.NewFile(uintptr(readyFD), "ready")
@@ -215,21 +236,21 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, readonly bool, read
 	debug.SetMemoryLimit(serverMemoryLimit)
 	// AVFS_MOUNT_DEBUG=1 logs every FUSE request to the server's stderr.
 	debug := a.env.Getenv("AVFS_MOUNT_DEBUG") == "1"
-	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: readonly,
-		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps()})
+	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: sa.readonly,
+		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps(), IdleTimeout: sa.idle})
 	if err := s.Mount(); err != nil {
 		report(failureMsg(err))
 		return nil, err
 	}
-	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: readonly}
+	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly}
 	if ready != nil {
 		report(readyMsg{Ready: true, PID: os.Getpid()})
 	} else {
 		a.emit(res)
 	}
 	var ownerGone <-chan struct{} // nil: no owner, never ready
-	if owner > 0 {
-		ownerGone = mount.WatchOwner(owner)
+	if sa.owner > 0 {
+		ownerGone = mount.WatchOwner(sa.owner)
 	}
 	for {
 		select {

@@ -57,12 +57,12 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	}
 	return &proxy.Runtime{
 		Home: h, Policy: p, Store: store,
-		StartMount: func(v, mnt string, ro, owned bool) error {
-			owner := 0
-			if owned {
-				owner = os.Getpid()
+		StartMount: func(m proxy.MountSpec) error {
+			sa := serverArgs{readonly: m.ReadOnly, idle: m.IdleTimeout}
+			if m.Owned {
+				sa.owner = os.Getpid()
 			}
-			_, err := a.startMount(h, v, mnt, ro, owner)
+			_, err := a.startMount(h, m.Vault, m.Mountpoint, sa)
 			return err
 		},
 		Environ: append(os.Environ(), "AVFS_HOME="+h.Dir),
@@ -79,9 +79,14 @@ func (a *app) proxyExecCmd() *cobra.Command {
 (allow, allow_with_checkpoint, deny, require_approval) and a denied command
 touches nothing. Otherwise a checkpoint of the state before the run is
 saved, the vault is mounted (a live read-write mount of it is reused; else
-one is started and, without --keep-mount, unmounted after), the command
-runs in its own process group with its cwd in the mount, and the changes
-it made are listed.
+one is started), the command runs in its own process group with its cwd in
+the mount, and the changes it made are listed.
+
+A mount the run starts stays for the next run until it has been idle for
+--linger (default 1m, or $AVFS_PROXY_LINGER), so runs after the first skip
+mounting; a CLI write to the vault, or a read-write mount of it, ends an
+idle one at once. --linger 0 unmounts after the run; --keep-mount keeps
+the mount until ` + "`avfs unmount`" + `.
 
 The result is one JSON envelope (docs/schema/proxy-exec.json), printed with
 --json and whenever stdout is not a terminal. The exit code is the
@@ -111,6 +116,11 @@ program does inside is not watched.`,
 			}
 			if !cmd.Flags().Changed("timeout") {
 				req.Timeout = proxy.DefaultTimeout
+			}
+			if !cmd.Flags().Changed("linger") {
+				if req.Linger, err = proxy.LingerFrom(a.env.Getenv("AVFS_PROXY_LINGER")); err != nil {
+					return nil, err
+				}
 			}
 			rt, err := a.proxyRuntime(h, req.Vault)
 			if err != nil {
@@ -142,6 +152,7 @@ program does inside is not watched.`,
 	f.BoolVar(&stdin, "stdin", false, "pass this process's stdin to the command (default: /dev/null)")
 	f.Int64Var(&req.MaxOutput, "max-output", proxy.DefaultMaxOutput, "bytes of stdout and of stderr kept in the envelope")
 	f.BoolVar(&req.KeepMount, "keep-mount", false, "leave the mount this run starts in place for later runs")
+	f.DurationVar(&req.Linger, "linger", proxy.DefaultLinger, "leave the mount this run starts until idle this long, warm for the next run (0: unmount after the run; default from $AVFS_PROXY_LINGER)")
 	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
 	return c
 }

@@ -67,22 +67,27 @@ func ControlPath(h *registry.Home, mountpoint string) (string, error) {
 	return filepath.Join(dir, recordKey(mountpoint)+".sock"), nil
 }
 
+// plainFunc is a built-in op that runs beside the mount's work rather
+// than with the vault to itself ("release", which unmounts).
+type plainFunc func(args json.RawMessage) (any, error)
+
 // controlServer answers requests on the socket until closed.
 type controlServer struct {
-	l    net.Listener
-	path string
-	ops  map[string]ControlFunc
-	run  func(fn func(v *vfs.Vault) error) error // runs fn with the vault to itself
-	wg   sync.WaitGroup
+	l     net.Listener
+	path  string
+	ops   map[string]ControlFunc
+	plain map[string]plainFunc
+	run   func(fn func(v *vfs.Vault) error) error // runs fn with the vault to itself
+	wg    sync.WaitGroup
 }
 
-func listenControl(path string, ops map[string]ControlFunc, run func(func(*vfs.Vault) error) error) (*controlServer, error) {
+func listenControl(path string, ops map[string]ControlFunc, plain map[string]plainFunc, run func(func(*vfs.Vault) error) error) (*controlServer, error) {
 	_ = os.Remove(path) // a dead server's socket: the record lock says none is live
 	l, err := listenUnix(path)
 	if err != nil {
 		return nil, err
 	}
-	cs := &controlServer{l: l, path: path, ops: ops, run: run}
+	cs := &controlServer{l: l, path: path, ops: ops, plain: plain, run: run}
 	cs.wg.Add(1)
 	go cs.accept()
 	return cs, nil
@@ -117,6 +122,14 @@ func (cs *controlServer) serve(c net.Conn) {
 		var reply controlReply
 		if err := json.Unmarshal(line, &req); err != nil {
 			reply.Error = &controlError{Kind: errs.InvalidInput, Message: "bad control request: " + err.Error()}
+		} else if fn, ok := cs.plain[req.Op]; ok {
+			res, err := fn(req.Args)
+			if err == nil {
+				reply.Result, err = json.Marshal(res)
+			}
+			if err != nil {
+				reply.Error = toControlError(err)
+			}
 		} else if fn, ok := cs.ops[req.Op]; !ok {
 			reply.Error = &controlError{Kind: errs.InvalidInput, Message: fmt.Sprintf("unknown control op %q", req.Op)}
 		} else {

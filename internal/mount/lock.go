@@ -88,9 +88,10 @@ func (l *writerLock) release() {
 	})
 }
 
-// CheckWriter returns a VaultLocked error naming the mountpoint when
-// vault is mounted read-write by a live process, and nil otherwise. CLI
-// commands that write a vault call it first.
+// CheckWriter returns nil when this process may write to vault: no live
+// process mounts it read-write, or the one that does was an idle-timeout
+// mount (idle.go) and has given way. Otherwise it returns VaultLocked
+// naming the mountpoint. CLI writes call it first.
 func CheckWriter(h *registry.Home, vault string) error {
 	path := filepath.Join(h.Dir, mountsDir, vault+".writer")
 	f, err := os.Open(path)
@@ -101,7 +102,26 @@ func CheckWriter(h *registry.Home, vault string) error {
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		b, _ := os.ReadFile(path)
-		return lockedErr(vault, strings.TrimSpace(string(b)))
+		mnt := strings.TrimSpace(string(b))
+		rerr := reclaim(h, vault, mnt)
+		if rerr == nil {
+			return nil
+		}
+		e := lockedErr(vault, mnt).(*errs.Error)
+		switch {
+		case errs.Is(rerr, MountBusy):
+			e.Err = fmt.Errorf("%w, which would end when idle but has files in use", e.Err)
+			e.Hint = "wait for the processes working in the mount to finish, or unmount it"
+		case errs.Is(rerr, errs.VaultLocked):
+			var le *errs.Error
+			holder := any("?")
+			if errors.As(rerr, &le) && le.Extra != nil {
+				holder = le.Extra["holder"]
+			}
+			e.Err = fmt.Errorf("%w, which would end when idle but is in use (%v)", e.Err, holder)
+			e.Hint = "wait for the proxy run to finish"
+		}
+		return e
 	}
 	if err == nil {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // the probe must not hold off a mount

@@ -24,6 +24,10 @@ type Info struct {
 	PID        int       `json:"pid"`
 	ReadOnly   bool      `json:"readonly"`
 	StartedAt  time.Time `json:"started_at"`
+	// IdleTimeoutMS is how long the mount may go unused before it ends
+	// (0: it lasts until unmounted). Such a mount gives way to a CLI
+	// write or another read-write mount of the vault when idle.
+	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
 	// Live is false when the serving process is gone (the record is
 	// stale: `avfs mounts --prune` removes it).
 	Live bool `json:"live"`

@@ -85,8 +85,11 @@ type Options struct {
 	// vault (64 MiB when zero).
 	WriteBudget int64
 	// Control are ops a read-write mount answers on its control socket
-	// (control.go), beside the built-in "flush".
+	// (control.go), beside the built-in "flush" and "release".
 	Control map[string]ControlFunc
+	// IdleTimeout, when positive, ends the mount once it has served no
+	// request for that long and nothing holds it (idle.go).
+	IdleTimeout time.Duration
 }
 
 // Session is one mount of a vault.
@@ -104,6 +107,9 @@ type Session struct {
 	lock   *writerLock
 	rec    *record
 	done   chan struct{} // closed once the session is unmounted or failed
+	// leaving lets go of the vault's run lock, held by an idle mount
+	// from the moment it decides to end until it is released.
+	leaving func()
 }
 
 // New returns a session in state Validating. Nothing happens until Mount.
@@ -161,6 +167,9 @@ func (s *Session) Mount() error {
 	}
 	s.set(Mounted)
 	go s.serve()
+	if s.opts.IdleTimeout > 0 {
+		go s.endWhenIdle()
+	}
 	return nil
 }
 
@@ -213,7 +222,8 @@ func (s *Session) mount() error {
 		}
 	}
 	if s.rec, err = createRecord(o.Home, Info{Vault: o.Vault, Mountpoint: o.Mountpoint,
-		PID: os.Getpid(), ReadOnly: o.ReadOnly, StartedAt: time.Now().UTC()}); err != nil {
+		PID: os.Getpid(), ReadOnly: o.ReadOnly, StartedAt: time.Now().UTC(),
+		IdleTimeoutMS: o.IdleTimeout.Milliseconds()}); err != nil {
 		return err
 	}
 	if s.v, err = o.Home.Open(o.Vault); err != nil {
@@ -286,7 +296,9 @@ func (s *Session) mount() error {
 	if !o.ReadOnly {
 		path, err := ControlPath(o.Home, o.Mountpoint)
 		if err == nil {
-			s.ctl, err = listenControl(path, s.controlOps(), s.exclusive)
+			s.ctl, err = listenControl(path, s.controlOps(), map[string]plainFunc{
+				"release": func(json.RawMessage) (any, error) { return nil, s.releaseOp() },
+			}, s.exclusive)
 		}
 		if err != nil {
 			_ = server.Unmount()
@@ -377,6 +389,12 @@ func (s *Session) release() {
 	if s.rec != nil {
 		s.rec.remove()
 	}
+	s.mu.Lock()
+	leaving := s.leaving
+	s.mu.Unlock()
+	if leaving != nil {
+		leaving()
+	}
 }
 
 // Unmount unmounts the session and waits until it is released. lazy
@@ -385,6 +403,16 @@ func (s *Session) release() {
 // that is unmounting or unmounted waits for it and returns nil; one that
 // never mounted is an error.
 func (s *Session) Unmount(lazy bool) error {
+	if err := s.beginUnmount(lazy); err != nil {
+		return err
+	}
+	<-s.done
+	return nil
+}
+
+// beginUnmount unmounts without waiting for the release that follows. A
+// session already unmounting is not an error.
+func (s *Session) beginUnmount(lazy bool) error {
 	s.mu.Lock()
 	switch s.state {
 	case Validating, Mounting:
@@ -396,7 +424,6 @@ func (s *Session) Unmount(lazy bool) error {
 		return err
 	case Unmounting, Unmounted:
 		s.mu.Unlock()
-		<-s.done
 		return nil
 	}
 	s.state = Unmounting
@@ -409,7 +436,6 @@ func (s *Session) Unmount(lazy bool) error {
 		s.mu.Unlock()
 		return err
 	}
-	<-s.done
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
@@ -36,7 +37,13 @@ type store struct {
 	steps    int
 	timer    *time.Timer
 	failed   error // a commit that failed, reported by the next sync
+
+	used atomic.Uint64 // counts the calls, for an idle timeout
 }
+
+// activity changes whenever the store is used: every request the mount
+// serves from the vault, every persist and every control op.
+func (s *store) activity() uint64 { return s.used.Load() }
 
 // How long and how large a batch grows before it is committed.
 const (
@@ -51,6 +58,7 @@ func newStore(v *vfs.Vault, logger *log.Logger, batching bool) *store {
 // view runs fn read-only on the latest state of the vault, uncommitted
 // changes included.
 func (s *store) view(fn func(*vfs.Tx) error) error {
+	s.used.Add(1)
 	s.mu.Lock()
 	if s.b != nil {
 		defer s.mu.Unlock()
@@ -62,6 +70,7 @@ func (s *store) view(fn func(*vfs.Tx) error) error {
 
 // update runs fn as one change: on error nothing of it is kept.
 func (s *store) update(fn func(*vfs.Tx) error) error {
+	s.used.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.batching {
@@ -127,6 +136,7 @@ func (s *store) sync() error {
 // mount's in between: fn may use the vault's own transactions (a
 // checkpoint, a diff) as if the mount were not there.
 func (s *store) exclusive(fn func(v *vfs.Vault) error) error {
+	s.used.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.commitLocked()

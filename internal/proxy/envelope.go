@@ -60,6 +60,7 @@ type RequestInfo struct {
 	Cwd            string   `json:"cwd"`
 	Readonly       bool     `json:"readonly"`
 	KeepMount      bool     `json:"keep_mount"`
+	LingerMs       float64  `json:"linger_ms"`  // how long a mount it starts stays, idle; 0: unmounted after
 	Mountpoint     *string  `json:"mountpoint"` // the mount the run will use, once known
 	CheckpointMode string   `json:"checkpoint_mode"`
 	Command        []string `json:"command"`

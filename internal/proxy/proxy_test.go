@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentvfs/agentvfs/internal/cli"
+	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 )
 
@@ -27,10 +28,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// env is one avfs home with a vault "v", run in-process.
+// env is one avfs home with a vault "v", run in-process. Runs unmount
+// after themselves unless a test passes --linger or sets linger
+// ($AVFS_PROXY_LINGER).
 type env struct {
-	t    *testing.T
-	home string
+	t      *testing.T
+	home   string
+	linger string
 }
 
 func newEnv(t *testing.T) *env {
@@ -38,7 +42,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
 		t.Skip("needs root and /dev/fuse")
 	}
-	e := &env{t: t, home: t.TempDir()}
+	e := &env{t: t, home: t.TempDir(), linger: "0"}
 	t.Cleanup(func() { checkNoMounts(t, e.home) })
 	if code, out, errOut := e.avfs("", "vault", "create", "v", "--use"); code != 0 {
 		t.Fatalf("vault create: %d %s %s", code, out, errOut)
@@ -62,11 +66,15 @@ func checkNoMounts(t *testing.T, home string) {
 	}
 }
 
+func (e *env) getenv(k string) string {
+	return map[string]string{"AVFS_HOME": e.home, "AVFS_PROXY_LINGER": e.linger}[k]
+}
+
 func (e *env) avfs(stdin string, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	code := cli.Run(context.Background(), args, cli.Env{
 		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
-		Getenv:     func(k string) string { return map[string]string{"AVFS_HOME": e.home}[k] },
+		Getenv:     e.getenv,
 		IsTerminal: func(any) bool { return false },
 	})
 	return code, out.String(), errOut.String()
@@ -336,7 +344,7 @@ func TestOneRunPerVault(t *testing.T) {
 		var out bytes.Buffer
 		code := cli.Run(context.Background(), []string{"--json", "proxy", "exec", "--", "sleep", "1.5"}, cli.Env{
 			Stdout: &out, Stderr: &bytes.Buffer{}, IsTerminal: func(any) bool { return false },
-			Getenv: func(k string) string { return map[string]string{"AVFS_HOME": e.home}[k] },
+			Getenv: e.getenv,
 		})
 		var env proxy.Envelope
 		if code == 0 && json.Unmarshal(out.Bytes(), &env) == nil {
@@ -417,4 +425,134 @@ func TestReadonly(t *testing.T) {
 	if cps := e.checkpoints(); len(cps) != 1 {
 		t.Errorf("checkpoints after a read-only run: %v", cps)
 	}
+}
+
+// TestLinger checks the default path of runs: a run's mount stays, warm,
+// for the next run; it gives way to a CLI write when idle and only then;
+// and it ends by itself after its idle timeout, with every write kept.
+func TestLinger(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{"sqlite", "bolt"} {
+		t.Run(engine, func(t *testing.T) { testLinger(t, engine) })
+	}
+}
+
+func testLinger(t *testing.T, engine string) {
+	e := newEnv(t)
+	if engine != "sqlite" {
+		if code, out, errOut := e.avfs("", "vault", "create", "b", "--backend", engine, "--use"); code != 0 {
+			t.Fatalf("vault create: %d %s %s", code, out, errOut)
+		}
+	}
+	e.linger = "30s" // the default a person gets, from $AVFS_PROXY_LINGER
+	first := e.exec(0, "", "--shell", "echo a > a.txt")
+	if first.Result.MountReused || first.Result.Mountpoint == nil {
+		t.Fatalf("first: %+v", first.Result)
+	}
+	mnt := *first.Result.Mountpoint
+	t.Cleanup(func() { e.avfs("", "unmount", mnt) })
+	if m := e.mounts(); len(m) != 1 || !m[0].Live || m[0].IdleTimeoutMS != 30000 {
+		t.Fatalf("after a run: mounts %+v", m)
+	}
+	second := e.exec(0, "", "--shell", "cat a.txt; echo b > b.txt")
+	if !second.Result.MountReused || *second.Result.Mountpoint != mnt || second.Result.Stdout != "a\n" {
+		t.Fatalf("second: %+v", second.Result)
+	}
+	if len(second.Result.Changes) != 1 || second.Result.Changes[0].Path != "/b.txt" {
+		t.Errorf("changes through a lingering mount: %+v", second.Result.Changes)
+	}
+
+	// A file open in the mount keeps it: a CLI write is refused, typed.
+	f, err := os.Open(filepath.Join(mnt, "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := e.avfs("", "write", "/c.txt", "c")
+	f.Close()
+	if code != 6 || !strings.Contains(errOut, "files in use") {
+		t.Errorf("write beside a busy idle mount: exit %d, %s", code, errOut)
+	}
+	// Idle, it gives way: the write runs and the mount is gone.
+	if code, _, errOut := e.avfs("", "write", "/c.txt", "c"); code != 0 {
+		t.Fatalf("write beside an idle mount: exit %d, %s", code, errOut)
+	}
+	if m := e.mounts(); len(m) != 0 {
+		t.Fatalf("the idle mount did not give way: %+v", m)
+	}
+	if code, out, _ := e.avfs("", "cat", "/b.txt"); code != 0 || out != "b\n" {
+		t.Errorf("a run's write after the mount gave way: %d %q", code, out)
+	}
+
+	// A run in progress holds its mount: a write waits for nothing and
+	// fails; the run goes on undisturbed.
+	third := e.exec(0, "", "--", "true")
+	if third.Result.MountReused {
+		t.Fatalf("third started no mount: %+v", third.Result)
+	}
+	mnt = *third.Result.Mountpoint
+	done := make(chan int)
+	go func() {
+		code, _, _ := e.avfs("", "--json", "proxy", "exec", "--shell", "touch started; sleep 1; echo late > late.txt")
+		done <- code
+	}()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(mnt, "started")); err == nil {
+			break
+		}
+		if i == 2000 {
+			t.Fatal("the run did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, _, errOut := e.avfs("", "write", "/d.txt", "d"); code != 6 || !strings.Contains(errOut, "proxy run") {
+		t.Errorf("write during a run: exit %d, %s", code, errOut)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("the run beside a refused write: exit %d", code)
+	}
+
+	// Unused, it ends by itself after its idle timeout.
+	if code, out, errOut := e.avfs("", "unmount", mnt); code != 0 {
+		t.Fatalf("unmount: %s%s", out, errOut)
+	}
+	e.exec(0, "", "--linger", "200ms", "--", "true")
+	for i := 0; len(e.mounts()) > 0; i++ {
+		if i == 1000 {
+			t.Fatalf("the mount outlived its idle timeout: %+v", e.mounts())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, out, _ := e.avfs("", "cat", "/late.txt"); code != 0 || out != "late\n" {
+		t.Errorf("a run's write after its mount ended: %d %q", code, out)
+	}
+	if code, _, errOut := e.avfs("", "write", "/d.txt", "d"); code != 0 {
+		t.Errorf("write after the mount ended: exit %d, %s", code, errOut)
+	}
+
+	// Undo ends a lingering mount of the vault before it restores.
+	e.exec(0, "", "--shell", "echo e > e.txt")
+	if code, out, errOut := e.avfs("", "--json", "proxy", "undo"); code != 0 {
+		t.Fatalf("undo beside a lingering mount: exit %d %s%s", code, out, errOut)
+	}
+	if m := e.mounts(); len(m) != 0 {
+		t.Errorf("undo left the lingering mount: %+v", m)
+	}
+	if code, _, _ := e.avfs("", "cat", "/e.txt"); code == 0 {
+		t.Error("undo did not remove the run's file")
+	}
+}
+
+func (e *env) mounts() []mount.Info {
+	e.t.Helper()
+	code, out, _ := e.avfs("", "--json", "mounts")
+	if code != 0 {
+		e.t.Fatalf("mounts: %s", out)
+	}
+	var r struct {
+		Mounts []mount.Info `json:"mounts"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		e.t.Fatal(err)
+	}
+	return r.Mounts
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
@@ -71,6 +72,7 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 		SchemaVersion: SchemaVersion, Kind: Kind, ID: id, CreatedAt: now.UTC(),
 		Request: RequestInfo{
 			Vault: req.Vault, Cwd: req.Cwd, Readonly: req.Readonly, KeepMount: req.KeepMount,
+			LingerMs:       lingerMs(*req),
 			CheckpointMode: req.Checkpoint, Command: slices.Clone(command), CommandMode: mode,
 			Timeout: req.Timeout.String(), TimeoutMs: float64(req.Timeout.Microseconds()) / 1000,
 			GraceMs: float64(req.Grace.Microseconds()) / 1000, MaxOutput: req.MaxOutput,
@@ -243,29 +245,17 @@ func (s *Store) locked(fn func() error) error {
 	return fn()
 }
 
-// lockVault takes the vault's proxy lock for the length of a run. Two
-// runs on one vault do not queue: the second fails with VaultLocked, so
-// an agent learns at once that its workspace is busy.
+// lingerMs is how long a mount the run starts stays after it.
+func lingerMs(req Request) float64 {
+	if req.KeepMount || req.Readonly {
+		return 0
+	}
+	return float64(req.Linger.Microseconds()) / 1000
+}
+
+// lockVault takes the vault's run lock (mount.LockRuns) for the length
+// of a run. Two runs on one vault do not queue: the second fails with
+// VaultLocked, so an agent learns at once that its workspace is busy.
 func (rt *Runtime) lockVault(vault string) (func(), error) {
-	dir := filepath.Join(rt.Home.Dir, "proxy", "locks")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
-	}
-	f, err := os.OpenFile(filepath.Join(dir, vault+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(f.Name())
-		f.Close()
-		return nil, &errs.Error{Kind: errs.VaultLocked, Op: "proxy exec", Vault: vault,
-			Err:  fmt.Errorf("another proxy run (%s) is using vault %q", strings.TrimSpace(string(b)), vault),
-			Hint: "wait for it to finish, or run on a fork (`avfs vault fork`)"}
-	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d\n", os.Getpid())), 0)
-	// Unlock explicitly: a child forked meanwhile (by any goroutine) holds
-	// the same open file until it execs, and Close alone would leave the
-	// lock to that copy.
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return mount.LockRuns(rt.Home, vault, fmt.Sprintf("proxy run, pid %d", os.Getpid()))
 }

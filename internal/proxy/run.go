@@ -80,19 +80,54 @@ type Request struct {
 	Stdin      io.Reader // nil: the command's stdin is /dev/null
 	MaxOutput  int64
 	KeepMount  bool
-	Approval   string
+	// Linger leaves a read-write mount the run starts in place until it
+	// has been idle that long, so the next run on the vault finds it
+	// warm; a CLI write to the vault ends it at once when it is idle
+	// (mount/idle.go). Zero unmounts after the run.
+	Linger   time.Duration
+	Approval string
 }
+
+// DefaultLinger is how long a run's mount stays for the next run when
+// $AVFS_PROXY_LINGER does not say.
+const DefaultLinger = time.Minute
+
+// LingerFrom is the linger that the value of $AVFS_PROXY_LINGER asks for:
+// DefaultLinger when it is empty.
+func LingerFrom(env string) (time.Duration, error) {
+	if env == "" {
+		return DefaultLinger, nil
+	}
+	d, err := time.ParseDuration(env)
+	if err != nil || d < 0 {
+		return 0, errs.New(errs.InvalidInput, "proxy exec", "AVFS_PROXY_LINGER wants a duration such as 30s or 0, not %q", env)
+	}
+	return d, nil
+}
+
+// MountSpec is a mount a run asks its runtime to start.
+type MountSpec struct {
+	Vault      string
+	Mountpoint string
+	ReadOnly   bool
+	// Owned ties the mount to this process: it ends when the process
+	// exits, even if the run is killed before it can unmount.
+	Owned bool
+	// IdleTimeout ends the mount once it has been idle that long.
+	IdleTimeout time.Duration
+}
+
+// lingers reports whether the mount a run starts stays after it.
+func (req Request) lingers() bool { return req.KeepMount || req.Linger > 0 && !req.Readonly }
 
 // Runtime is what runs need from their surroundings.
 type Runtime struct {
 	Home   *registry.Home
 	Policy *policy.Policy
 	Store  *Store
-	// StartMount serves vault at mountpoint from a separate process and
-	// returns once the mount answers. An owned mount belongs to this run:
-	// it ends when this process exits, even if the run is killed before
-	// it can unmount.
-	StartMount  func(vault, mountpoint string, readonly, owned bool) error
+	// StartMount serves a vault from a separate process and returns once
+	// the mount answers.
+	StartMount  func(MountSpec) error
 	Environ     []string // the command's base environment
 	Now         func() time.Time
 	ApprovalTTL time.Duration
@@ -247,7 +282,7 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 	env.Request.Mountpoint, env.Result.Mountpoint = &mnt, &mnt
 	env.Result.MountReused = !started
 	stop := func() error { return nil }
-	if started && !req.KeepMount {
+	if started && !req.lingers() {
 		stop = func() error {
 			return m.aside(StateMount, func() error { return unmountAndWait(rt.Home, mnt) })
 		}
@@ -411,7 +446,11 @@ func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
 		// A mount the records do not know (a crashed server): detach it.
 		_ = syscall.Unmount(mnt, mount.MNTDetach)
 	}
-	if err := rt.StartMount(req.Vault, mnt, req.Readonly, !req.KeepMount); err != nil {
+	spec := MountSpec{Vault: req.Vault, Mountpoint: mnt, ReadOnly: req.Readonly, Owned: !req.lingers()}
+	if !req.KeepMount && !spec.Owned {
+		spec.IdleTimeout = req.Linger
+	}
+	if err := rt.StartMount(spec); err != nil {
 		return "", false, err
 	}
 	if real, err := filepath.EvalSymlinks(mnt); err == nil {

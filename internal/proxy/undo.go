@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/mount"
 )
 
 // UndoResult is what `avfs proxy undo` did.
@@ -24,14 +25,18 @@ func undoable(e *Envelope) bool {
 
 // Undo returns vault to the state just before run id (the latest
 // undoable run when id is empty): a restore of its checkpoint, O(1).
-// Later runs on the vault are undone with it and listed. The vault must
-// not be mounted read-write (VaultLocked otherwise).
+// Later runs on the vault are undone with it and listed. A mount a run
+// left to linger ends first; the vault must not be mounted read-write
+// otherwise (VaultLocked).
 func (rt *Runtime) Undo(vault, id string) (*UndoResult, error) {
 	unlock, err := rt.lockVault(vault)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if err := mount.EndIdle(rt.Home, vault); err != nil {
+		return nil, err
+	}
 	var out *UndoResult
 	err = rt.Store.locked(func() error {
 		runs, err := rt.Store.List(vault)

@@ -370,6 +370,12 @@ func (h *Home) Delete(name string) error {
 	if err := CheckName(name); err != nil {
 		return err
 	}
+	if h.WriteGuard != nil {
+		// Not from under a mount's server (one that only lingers gives way).
+		if err := h.WriteGuard(name); err != nil {
+			return err
+		}
+	}
 	var forks []string
 	var parent, parentID, selfID string
 	var isFork bool

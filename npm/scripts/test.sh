@@ -17,6 +17,9 @@ repo=$(cd "$npm_dir/.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentvfs-npm-test.XXXXXX")
 mkdir "$work/tmp"
 export TMPDIR="$work/tmp" # the example's and the unit tests' temp dirs land here too
+# Proxy runs unmount after themselves here: the temporary homes go at the
+# end, and a mount left to linger would outlive them.
+export AVFS_PROXY_LINGER=0
 start=$SECONDS
 say() { printf '\n== %s\n' "$*"; }
 

@@ -24,6 +24,9 @@ repo=$(cd "$pydir/.." && pwd)
 PY=/usr/bin/python3
 export PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 export PATH="$PATH:/usr/local/go/bin"
+# Proxy runs unmount after themselves here: the temporary homes go at the
+# end, and a mount left to linger would outlive them.
+export AVFS_PROXY_LINGER=0
 started=$(date +%s)
 
 say() { printf '== [%3ss] %s\n' "$(( $(date +%s) - started ))" "$*" >&2; }

@@ -40,6 +40,8 @@ export interface ExecOptions extends VaultOption {
   approval?: string;
   /** leave the mount this run starts in place; unmount it yourself */
   keepMount?: boolean;
+  /** how long a mount this run starts stays, idle, for the next run (default 1 minute; 0: unmount after the run) */
+  linger?: Duration;
   /** bytes of stdout and of stderr kept in the envelope (default 1 MiB) */
   maxOutput?: number;
   /** given to the command as its stdin (default: /dev/null) */
@@ -266,6 +268,7 @@ export class ProxyCommands {
       ...flag(o.readonly, "--readonly"),
       ...opt(o.approval, "--approval"),
       ...flag(o.keepMount, "--keep-mount"),
+      ...opt(o.linger === undefined ? undefined : duration(o.linger), "--linger"),
       ...opt(o.maxOutput, "--max-output"),
       ...flag(o.stdin !== undefined, "--stdin"),
     ];

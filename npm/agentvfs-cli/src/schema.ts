@@ -329,6 +329,8 @@ export interface Mount {
   pid: number;
   readonly: boolean;
   started_at: Time;
+  /** the mount ends after this long unused, and gives way to a CLI write when idle (absent: it lasts until unmounted) */
+  idle_timeout_ms?: number;
   live: boolean;
 }
 
@@ -456,6 +458,8 @@ export interface ProxyExecResult {
     cwd: VaultPath;
     readonly: boolean;
     keep_mount: boolean;
+    /** how long a mount this run starts stays after it, idle, for the next run (--linger); 0: it is unmounted after the run, unless keep_mount keeps it */
+    linger_ms: number;
     /** the mount the run used; null when it mounted nothing */
     mountpoint: string | null;
     checkpoint_mode: "auto" | "always" | "never";

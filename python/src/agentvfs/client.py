@@ -318,6 +318,7 @@ class Avfs:
         readonly: bool = False,
         approval: Optional[str] = None,
         keep_mount: bool = False,
+        linger: Optional[Duration] = None,
         max_output: Optional[int] = None,
         stdin: Optional[Union[str, bytes]] = None,
     ) -> ProxyExecResult:
@@ -329,7 +330,9 @@ class Avfs:
         ``timeout``/``grace`` are seconds, a timedelta or a Go duration
         ("0" is no limit); ``checkpoint`` is auto, always or never; ``env``
         is added to the command's environment (only its keys are recorded);
-        ``stdin`` is fed to the command.
+        ``stdin`` is fed to the command. ``linger`` (a duration, "0" to
+        unmount after the run) is how long a mount the run starts stays,
+        idle, for the next run; avfs's default is a minute.
 
         Returns the envelope whenever avfs printed one: a denied command
         (exit 14), one awaiting approval (15), one that timed out (124) or
@@ -361,6 +364,8 @@ class Avfs:
             args += ["--approval", approval]
         if keep_mount:
             args.append("--keep-mount")
+        if linger is not None:
+            args += ["--linger", go_duration(linger)]
         if max_output is not None:
             args += ["--max-output", str(max_output)]
         data = None

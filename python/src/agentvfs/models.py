@@ -371,6 +371,7 @@ class MountRecord(Document):
     readonly: bool
     started_at: str
     live: bool
+    idle_timeout_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -435,6 +436,7 @@ class ProxyRequest(Document):
     cwd: str
     readonly: bool
     keep_mount: bool
+    linger_ms: float
     mountpoint: Optional[str]
     checkpoint_mode: str
     command: List[str]
