@@ -17,13 +17,17 @@ try {
   process.exit(127);
 }
 
-const child = spawn(bin, process.argv.slice(2), { stdio: "inherit" });
-
 // Signals sent to this process (by a supervisor, a timeout, a parent's
 // kill()) go to avfs, which cleans up and exits; we then exit the same way.
+// The handlers go in before avfs starts: a signal that arrived between the
+// two would otherwise kill this process and leave avfs running alone. Node
+// delivers signals from its event loop, so `child` is set by then.
 const FORWARDED = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"];
+let child;
 const forward = (signal) => child.kill(signal);
 for (const s of FORWARDED) process.on(s, forward);
+
+child = spawn(bin, process.argv.slice(2), { stdio: "inherit" });
 
 child.on("error", (err) => {
   process.stderr.write(`agentvfs-cli: cannot run ${bin}: ${err.message}\n`);

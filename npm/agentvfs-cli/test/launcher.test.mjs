@@ -120,8 +120,9 @@ test("avfs killed by a signal: the launcher dies of the same signal", () => {
   assert.equal(r.signal, "SIGTERM");
 });
 
-test("a signal sent to the launcher reaches avfs", async () => {
-  const dir = fakeAvfs(`trap 'echo "got TERM"; exit 7' TERM; echo ready; while :; do sleep 0.05; done`);
+test("a signal sent to the launcher reaches avfs", { timeout: 30_000 }, async () => {
+  // The fake gives up after 20 s, so a failure cannot leave it behind.
+  const dir = fakeAvfs(`trap 'echo "got TERM"; exit 7' TERM; echo ready; i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; exit 9`);
   const { launcher } = project();
   const child = spawn(process.execPath, [launcher], { env: { AGENTVFS_BIN: join(dir, "avfs") } });
   let out = "";
