@@ -1,9 +1,13 @@
 package vfs_test
 
 import (
+	"bytes"
 	"errors"
+	"maps"
+	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
@@ -102,4 +106,121 @@ func TestBatchUnsupported(t *testing.T) {
 	if _, err := v.Batch(); !errors.Is(err, kv.ErrNoBatch) {
 		t.Errorf("Batch on the memory engine: %v, want kv.ErrNoBatch", err)
 	}
+}
+
+// TestWriteChunks checks what a write-back cache persists: chunks
+// replace the stored ones whole, an all-zero chunk becomes a hole, a
+// short one reads as zeros past its data, the size grows to cover the
+// chunks and the mtime is set; a checkpoint taken before keeps the old
+// content.
+func TestWriteChunks(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		const cs = vfs.ChunkSize
+		fill := func(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n) }
+		old := slices.Concat(fill('a', cs), fill('b', cs), make([]byte, cs), fill('d', 100))
+		f.write("/f", string(old))
+		if _, err := f.v.SaveCheckpoint("before", ""); err != nil {
+			t.Fatal(err)
+		}
+		ino := resolve(t, f.v, "/f").Ino
+		mtime := time.Unix(1_700_000_000, 0)
+		f.update(func(tx *vfs.Tx) error {
+			return tx.WriteChunks(ino, 4*cs+10, mtime, []vfs.Chunk{
+				{Index: 0, Data: fill('a', cs)},    // its own content
+				{Index: 1, Data: make([]byte, cs)}, // zeros
+				{Index: 2, Data: nil},              // a hole that stays one
+				{Index: 3, Data: fill('D', 50)},
+				{Index: 4, Data: fill('e', 10)}, // past the old end
+			})
+		})
+		want := slices.Concat(fill('a', cs), make([]byte, 2*cs), fill('D', 50), make([]byte, cs-50), fill('e', 10))
+		if got := f.read("/f"); got != string(want) {
+			t.Errorf("after WriteChunks: %d bytes, not the %d written", len(got), len(want))
+		}
+		if got := readIn(t, f.v, "before", "/f"); got != string(old) {
+			t.Errorf("the checkpoint taken before: %d bytes, not the %d it held", len(got), len(old))
+		}
+		if a := resolve(t, f.v, "/f"); a.Size != uint64(len(want)) || !a.Mtime.Equal(mtime) {
+			t.Errorf("size %d mtime %v, want %d and %v", a.Size, a.Mtime, len(want), mtime)
+		}
+	})
+}
+
+// TestWriteChunksUnchanged checks that a chunk persisted with the content
+// it already has (a program that rewrites a whole file to change a part of
+// it) writes neither its data nor its chunk map.
+func TestWriteChunksUnchanged(t *testing.T) {
+	eng := &countingEngine{Engine: engines.NewMemory(), puts: map[byte]int{}}
+	v, err := vfs.Create(eng, "mem", vfs.Quota{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		checkFsck(t, v)
+		v.Close()
+	})
+	const cs = vfs.ChunkSize
+	content := make([]byte, 4*cs)
+	for i := range content {
+		content[i] = byte(i * 7 / cs)
+	}
+	if err := v.Update(func(tx *vfs.Tx) error { _, err := tx.WriteFile("/f", content, 0o644); return err }); err != nil {
+		t.Fatal(err)
+	}
+	ino := resolve(t, v, "/f").Ino
+	persist := func(chunks ...int) map[byte]int {
+		clear(eng.puts)
+		var cs []vfs.Chunk
+		for _, i := range chunks {
+			cs = append(cs, vfs.Chunk{Index: uint64(i), Data: content[i*vfs.ChunkSize : (i+1)*vfs.ChunkSize]})
+		}
+		if err := v.Update(func(tx *vfs.Tx) error { return tx.WriteChunks(ino, uint64(len(content)), time.Now(), cs) }); err != nil {
+			t.Fatal(err)
+		}
+		return maps.Clone(eng.puts)
+	}
+	if p := persist(0, 1, 2, 3); p['C'] != 0 || p['F'] != 0 {
+		t.Errorf("rewriting the same content wrote %d chunks and %d chunk map entries", p['C'], p['F'])
+	}
+	content[2*cs+5] ^= 0xff
+	if p := persist(0, 1, 2, 3); p['C'] != 1 || p['F'] != 1 {
+		t.Errorf("one chunk changed: wrote %d chunks and %d chunk map entries, want 1 and 1", p['C'], p['F'])
+	}
+	var got []byte
+	if err := v.View(func(tx *vfs.Tx) (err error) { got, err = tx.ReadFile("/f"); return err }); err != nil || !bytes.Equal(got, content) {
+		t.Errorf("read back %d bytes (%v), not the %d written", len(got), err, len(content))
+	}
+}
+
+func resolve(t *testing.T, v *vfs.Vault, p string) vfs.Attr {
+	t.Helper()
+	var a vfs.Attr
+	if err := v.View(func(tx *vfs.Tx) (err error) { a, err = tx.Resolve(p, false); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// countingEngine counts the Puts of its write transactions by the key's
+// first byte (its record type).
+type countingEngine struct {
+	kv.Engine
+	puts map[byte]int
+}
+
+func (e *countingEngine) Update(fn func(kv.Tx) error) error {
+	return e.Engine.Update(func(tx kv.Tx) error { return fn(countingTx{tx, e}) })
+}
+
+type countingTx struct {
+	kv.Tx
+	e *countingEngine
+}
+
+func (t countingTx) Put(k, v []byte) error {
+	if len(k) > 0 {
+		t.e.puts[k[0]]++
+	}
+	return t.Tx.Put(k, v)
 }

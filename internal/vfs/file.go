@@ -144,12 +144,21 @@ func (t *Tx) Write(ino Ino, off int64, data []byte) (int, error) {
 // back as zeros), so equal content always has equal hashes; an all-zero
 // chunk becomes a hole.
 func (t *Tx) putChunk(n *inode, index uint64, data []byte) error {
-	vkey := chunkVKey(n.Ino, n.gen, index)
 	data = bytes.TrimRight(data, "\x00")
+	var sum [sha256.Size]byte
+	if len(data) > 0 {
+		sum = sha256.Sum256(data)
+	}
+	return t.putChunkSum(n, index, data, sum)
+}
+
+// putChunkSum is putChunk for data already trimmed of its trailing zeros,
+// with its hash (unused when data is empty).
+func (t *Tx) putChunkSum(n *inode, index uint64, data []byte, sum [sha256.Size]byte) error {
+	vkey := chunkVKey(n.Ino, n.gen, index)
 	if len(data) == 0 {
 		return t.del(vkey)
 	}
-	sum := sha256.Sum256(data)
 	if err := t.storeChunk(sum[:], data); err != nil {
 		return err
 	}
@@ -159,9 +168,7 @@ func (t *Tx) putChunk(n *inode, index uint64, data []byte) error {
 // storeChunk writes chunk data under its hash unless this file has it.
 func (t *Tx) storeChunk(sum, data []byte) error {
 	ck := chunkKey(sum)
-	if _, err := t.own().Get(ck); err == nil {
-		return nil
-	} else if !errors.Is(err, kv.ErrNotFound) {
+	if have, err := kv.Has(t.own(), ck); err != nil || have {
 		return err
 	}
 	return t.own().Put(ck, data)

@@ -85,6 +85,8 @@ func (b *batch) Commit() error {
 	err := b.c.exec1(b.c.commit)
 	if err != nil {
 		_ = b.c.rollback()
+	} else {
+		b.db.committed()
 	}
 	b.end()
 	return wrapErr(b.db.path, "commit", err)

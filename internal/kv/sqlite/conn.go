@@ -14,6 +14,7 @@ import (
 // otherwise pay for parsing and planning, which costs more than the lookup.
 const (
 	sqlGet       = `SELECT v FROM kv WHERE k = ?1`
+	sqlHas       = `SELECT 1 FROM kv WHERE k = ?1` // the key's index alone: no value read
 	sqlPut       = `INSERT INTO kv(k, v) VALUES(?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v`
 	sqlDelete    = `DELETE FROM kv WHERE k = ?1`
 	sqlScanFrom  = `SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k`
@@ -37,7 +38,7 @@ type conn struct {
 	path string
 	c    *sqlite3.Conn
 
-	get, put, del         *sqlite3.Stmt
+	get, has, put, del    *sqlite3.Stmt
 	scanFrom, scanRange   *sqlite3.Stmt
 	begin, beginImm       *sqlite3.Stmt
 	commit, rollbackStmt  *sqlite3.Stmt
@@ -137,7 +138,7 @@ func (c *conn) prepare() error {
 		s   **sqlite3.Stmt
 		sql string
 	}{
-		{&c.get, sqlGet}, {&c.put, sqlPut}, {&c.del, sqlDelete},
+		{&c.get, sqlGet}, {&c.has, sqlHas}, {&c.put, sqlPut}, {&c.del, sqlDelete},
 		{&c.scanFrom, sqlScanFrom}, {&c.scanRange, sqlScanRange},
 		{&c.begin, `BEGIN`}, {&c.beginImm, `BEGIN IMMEDIATE`},
 		{&c.commit, `COMMIT`}, {&c.rollbackStmt, `ROLLBACK`},
@@ -228,6 +229,24 @@ func (t *tx) Get(key []byte) ([]byte, error) {
 		return nil, wrapErr(t.c.path, "get", err)
 	}
 	return v, nil
+}
+
+var _ kv.Haser = (*tx)(nil)
+
+// Has implements kv.Haser.
+func (t *tx) Has(key []byte) (bool, error) {
+	if t.done {
+		return false, errTxDone
+	}
+	s := t.c.has
+	if err := bindBytes(s, 1, key); err != nil {
+		return false, wrapErr(t.c.path, "has", err)
+	}
+	found := s.Step()
+	if err := s.Reset(); err != nil {
+		return false, wrapErr(t.c.path, "has", err)
+	}
+	return found, nil
 }
 
 func (t *tx) Put(key, value []byte) error {

@@ -14,7 +14,9 @@ var _ kv.Syncer = (*DB)(nil)
 // DeferSync implements kv.Syncer by switching the write connection between
 // synchronous=FULL (each commit fsyncs the WAL) and synchronous=NORMAL
 // (commits only write the WAL; checkpoints still fsync it first, then the
-// database file, so the file always recovers to some commit).
+// database file, so the file always recovers to some commit). While it is
+// on, the WAL is checkpointed in the background once the writer rests, and
+// by the writer past SQLite's automatic checkpoint (checkpoint.go).
 func (db *DB) DeferSync(on bool) error {
 	if err := db.enter(); err != nil {
 		return err
@@ -29,10 +31,14 @@ func (db *DB) DeferSync(on bool) error {
 	if err := db.w.exec(`PRAGMA synchronous = ` + mode); err != nil {
 		return wrapErr(db.path, "defer sync", err)
 	}
-	return nil
+	if on {
+		db.startCheckpointer()
+		return nil
+	}
+	return wrapErr(db.path, "defer sync", db.stopCheckpointer())
 }
 
-// Sync implements kv.Syncer: it fsyncs the write-ahead log, which holds
+// Sync implements kv.Syncer: it syncs the write-ahead log, which holds
 // every commit not yet checkpointed into the database file (a checkpoint
 // fsyncs the database file before the log is reused), and the directory,
 // which names the log — once per log file: the log lives as long as a
@@ -52,7 +58,7 @@ func (db *DB) Sync() error {
 		return fmt.Errorf("sqlite %s: sync: %w", db.path, err)
 	}
 	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f); err != nil {
 		return fmt.Errorf("sqlite %s: sync: %w", db.path, err)
 	}
 	id, ok := fileID(f)
@@ -77,6 +83,9 @@ func (db *DB) Sync() error {
 	}
 	return nil
 }
+
+// syncFile is datasync; tests watch it.
+var syncFile = datasync
 
 // fileID is the device and inode of an open file.
 func fileID(f *os.File) ([2]uint64, bool) {

@@ -87,8 +87,9 @@ type DB struct {
 	path string
 	opts Options
 
-	wmu sync.Mutex // held for the whole of an Update
-	w   *conn
+	wmu  sync.Mutex // held for the whole of an Update
+	w    *conn
+	ckpt *checkpointer // while commits are deferred (checkpoint.go)
 
 	mu     sync.Mutex // guards the fields below
 	closed bool
@@ -252,7 +253,10 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 	db.running.Wait()
 
-	err := db.w.close()
+	db.wmu.Lock()
+	err := db.stopCheckpointer()
+	db.wmu.Unlock()
+	err = errors.Join(err, db.w.close())
 	for _, c := range db.idle {
 		err = errors.Join(err, c.close())
 	}
@@ -360,5 +364,6 @@ func (db *DB) Update(fn func(kv.Tx) error) (err error) {
 		return wrapErr(db.path, "commit", err)
 	}
 	committed = true
+	db.committed()
 	return nil
 }
