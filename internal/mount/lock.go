@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,40 +94,51 @@ func (l *writerLock) release() {
 // mount (idle.go) and has given way. Otherwise it returns VaultLocked
 // naming the mountpoint. CLI writes call it first.
 func CheckWriter(h *registry.Home, vault string) error {
+	mnt, live := Writer(h, vault)
+	if !live {
+		return nil
+	}
+	rerr := reclaim(h, vault, mnt)
+	if rerr == nil {
+		return nil
+	}
+	e := lockedErr(vault, mnt).(*errs.Error)
+	switch {
+	case errs.Is(rerr, MountBusy):
+		e.Err = fmt.Errorf("%w, which would end when idle but has files in use", e.Err)
+		e.Hint = "wait for the processes working in the mount to finish, or unmount it"
+	case errs.Is(rerr, errs.VaultLocked):
+		var le *errs.Error
+		holder := any("?")
+		if errors.As(rerr, &le) && le.Extra != nil {
+			holder = le.Extra["holder"]
+		}
+		e.Err = fmt.Errorf("%w, which would end when idle but is in use (%v)", e.Err, holder)
+		e.Hint = "wait for the proxy run to finish"
+	}
+	return e
+}
+
+// Writer returns the mountpoint of the live process that mounts vault
+// read-write, if there is one: the holder of its writer lock.
+func Writer(h *registry.Home, vault string) (mountpoint string, live bool) {
 	path := filepath.Join(h.Dir, mountsDir, vault+".writer")
 	f, err := os.Open(path)
 	if err != nil {
-		return nil
+		return "", false
 	}
 	defer f.Close()
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		b, _ := os.ReadFile(path)
-		mnt := strings.TrimSpace(string(b))
-		rerr := reclaim(h, vault, mnt)
-		if rerr == nil {
-			return nil
-		}
-		e := lockedErr(vault, mnt).(*errs.Error)
-		switch {
-		case errs.Is(rerr, MountBusy):
-			e.Err = fmt.Errorf("%w, which would end when idle but has files in use", e.Err)
-			e.Hint = "wait for the processes working in the mount to finish, or unmount it"
-		case errs.Is(rerr, errs.VaultLocked):
-			var le *errs.Error
-			holder := any("?")
-			if errors.As(rerr, &le) && le.Extra != nil {
-				holder = le.Extra["holder"]
-			}
-			e.Err = fmt.Errorf("%w, which would end when idle but is in use (%v)", e.Err, holder)
-			e.Hint = "wait for the proxy run to finish"
-		}
-		return e
-	}
 	if err == nil {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // the probe must not hold off a mount
+		return "", false
 	}
-	return nil
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		return "", false
+	}
+	b, _ := io.ReadAll(f)
+	mnt := strings.TrimSpace(string(b))
+	return mnt, true
 }
 
 // fuseMount is one FUSE mount of the kernel's mount table.

@@ -86,14 +86,9 @@ func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
 // was detached lives on until its last file closes; a command run in
 // its directory would run on the host's).
 func (rt *Runtime) liveMount(vault string) string {
-	infos, err := mount.List(rt.Home)
-	if err != nil {
-		return ""
-	}
-	for _, in := range infos {
-		if in.Vault == vault && !in.ReadOnly && in.Live && mount.IsAvfsMount(in.Mountpoint) {
-			return in.Mountpoint
-		}
+	mnt, live := mount.Writer(rt.Home, vault)
+	if live && mnt != "" && mount.IsAvfsMount(mnt) {
+		return mnt
 	}
 	return ""
 }
