@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/kv/sqlite"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/registry"
@@ -255,14 +257,31 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		return err
 	}
 	cp, live := "", ""
+	var early <-chan mounted // the mount, when it starts beside the checkpoint
 	if !req.Readonly {
 		live = rt.liveMount(req.Vault)
 		cp = CheckpointName(env.ID)
 		a := checkpointArgs{Name: cp, Message: "before proxy run: " + strings.Join(env.Request.Command, " ")}
-		if err := rt.inVault(req.Vault, live, opCheckpoint, a, nil, func(v *vfs.Vault) error {
+		save := func(v *vfs.Vault) error {
 			_, err := v.SaveCheckpoint(a.Name, a.Message)
 			return err
-		}); err != nil {
+		}
+		var err error
+		if live == "" && rt.opensBeside(req.Vault) {
+			// No mount to ask: start one while the checkpoint is saved
+			// here. Each costs tens of milliseconds, and a checkpoint
+			// is allowed beside the vault's writer.
+			early = rt.mountAsync(req)
+			err = rt.withVault(req.Vault, save)
+		} else {
+			err = rt.inVault(req.Vault, live, opCheckpoint, a, nil, save)
+		}
+		if err != nil {
+			if early != nil {
+				if r := <-early; r.err == nil && r.started && !req.lingers() {
+					_ = unmountAndWait(rt.Home, r.mnt)
+				}
+			}
 			return err
 		}
 		requested := d.Action != policy.Allow || req.Checkpoint == CheckpointAlways
@@ -273,7 +292,11 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		return err
 	}
 	mnt, started, err := live, false, error(nil)
-	if mnt == "" {
+	switch {
+	case early != nil:
+		r := <-early
+		mnt, started, err = r.mnt, r.started, r.err
+	case mnt == "":
 		mnt, started, err = rt.mount(req)
 	}
 	if err != nil {
@@ -457,6 +480,31 @@ func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
 		mnt = real
 	}
 	return mnt, true, nil
+}
+
+// mounted is the outcome of rt.mount.
+type mounted struct {
+	mnt     string
+	started bool
+	err     error
+}
+
+// mountAsync runs rt.mount in the background.
+func (rt *Runtime) mountAsync(req Request) <-chan mounted {
+	ch := make(chan mounted, 1)
+	go func() {
+		var r mounted
+		r.mnt, r.started, r.err = rt.mount(req)
+		ch <- r
+	}()
+	return ch
+}
+
+// opensBeside reports whether vault can be opened here while a mount's
+// server opens it too: SQLite vaults can; bbolt locks its file.
+func (rt *Runtime) opensBeside(vault string) bool {
+	engine, err := engines.Detect(rt.Home.Path(vault))
+	return err == nil && engine == sqlite.Name
 }
 
 // unmountAndWait unmounts a mount this run started and waits until its
