@@ -69,7 +69,7 @@ func (s *Session) leave() error {
 	return nil
 }
 
-// release is the control op "release": a client that holds the vault's
+// releaseOp is the control op "release": a client that holds the vault's
 // run lock asks an idle-timeout mount to end now. It answers once the
 // kernel has let go of the mount; the client then waits for the server
 // to be gone.
@@ -94,6 +94,9 @@ func reclaim(h *registry.Home, vault, mnt string) error {
 		return err
 	}
 	defer unlock()
+	if _, live := Writer(h, vault); !live {
+		return nil // it ended by itself while the lock was waited for
+	}
 	return release(h, info)
 }
 
