@@ -287,6 +287,58 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return fs.NewListDirStream(out), 0
 }
 
+// OpendirHandle lets the kernel keep a directory's listing
+// (FOPEN_CACHE_DIR) and reuse it across opens: the mount is the vault's
+// only writer, and the kernel drops the listing itself whenever it
+// changes the directory. git status and grep -r then list each directory
+// once rather than on every walk.
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{n: n}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// dirHandle is an open directory: its listing, read at the first
+// READDIR.
+type dirHandle struct {
+	n  *node
+	ds fs.DirStream
+}
+
+func (d *dirHandle) stream(ctx context.Context) syscall.Errno {
+	if d.ds != nil {
+		return 0
+	}
+	var errno syscall.Errno
+	d.ds, errno = d.n.Readdir(ctx)
+	return errno
+}
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if errno := d.stream(ctx); errno != 0 {
+		return nil, errno
+	}
+	if !d.ds.HasNext() {
+		return nil, 0
+	}
+	e, errno := d.ds.Next()
+	return &e, errno
+}
+
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if errno := d.stream(ctx); errno != 0 {
+		return errno
+	}
+	if sd, ok := d.ds.(fs.FileSeekdirer); ok {
+		return sd.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	if d.ds != nil {
+		d.ds.Close()
+	}
+}
+
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	var target string
 	errno := n.fs.view("readlink", func(tx *vfs.Tx) (err error) {
