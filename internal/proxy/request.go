@@ -72,7 +72,7 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 		SchemaVersion: SchemaVersion, Kind: Kind, ID: id, CreatedAt: now.UTC(),
 		Request: RequestInfo{
 			Vault: req.Vault, Cwd: req.Cwd, Readonly: req.Readonly, KeepMount: req.KeepMount,
-			LingerMs:       lingerMs(*req),
+			LingerMs:       float64(req.idleTimeout().Microseconds()) / 1000,
 			CheckpointMode: req.Checkpoint, Command: slices.Clone(command), CommandMode: mode,
 			Timeout: req.Timeout.String(), TimeoutMs: float64(req.Timeout.Microseconds()) / 1000,
 			GraceMs: float64(req.Grace.Microseconds()) / 1000, MaxOutput: req.MaxOutput,
@@ -243,14 +243,6 @@ func (s *Store) locked(fn func() error) error {
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // see lockVault
 	return fn()
-}
-
-// lingerMs is how long a mount the run starts stays after it.
-func lingerMs(req Request) float64 {
-	if req.KeepMount || req.Readonly {
-		return 0
-	}
-	return float64(req.Linger.Microseconds()) / 1000
 }
 
 // lockVault takes the vault's run lock (mount.LockRuns) for the length

@@ -119,8 +119,18 @@ type MountSpec struct {
 	IdleTimeout time.Duration
 }
 
+// idleTimeout is how long a mount the run starts stays after it, idle:
+// read-only runs never linger (their mount would not see later writes),
+// and --keep-mount keeps the mount for good instead.
+func (req Request) idleTimeout() time.Duration {
+	if req.KeepMount || req.Readonly {
+		return 0
+	}
+	return req.Linger
+}
+
 // lingers reports whether the mount a run starts stays after it.
-func (req Request) lingers() bool { return req.KeepMount || req.Linger > 0 && !req.Readonly }
+func (req Request) lingers() bool { return req.KeepMount || req.idleTimeout() > 0 }
 
 // Runtime is what runs need from their surroundings.
 type Runtime struct {
@@ -469,10 +479,8 @@ func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
 		// A mount the records do not know (a crashed server): detach it.
 		_ = syscall.Unmount(mnt, mount.MNTDetach)
 	}
-	spec := MountSpec{Vault: req.Vault, Mountpoint: mnt, ReadOnly: req.Readonly, Owned: !req.lingers()}
-	if !req.KeepMount && !spec.Owned {
-		spec.IdleTimeout = req.Linger
-	}
+	spec := MountSpec{Vault: req.Vault, Mountpoint: mnt, ReadOnly: req.Readonly,
+		Owned: !req.lingers(), IdleTimeout: req.idleTimeout()}
 	if err := rt.StartMount(spec); err != nil {
 		return "", false, err
 	}
