@@ -238,6 +238,7 @@ func (s *Session) mount() error {
 	s.st = st
 	if !o.ReadOnly {
 		s.v.SetKeepOrphans(true)
+		s.v.CacheReads() // the mount is the vault's only writer
 		if err := releaseOrphans(st); err != nil {
 			return err
 		}
@@ -282,7 +283,7 @@ func (s *Session) mount() error {
 		fopts.DirectMountFlags = mountReadOnly
 	}
 	root := &node{fs: f}
-	server, err := fs.Mount(o.Mountpoint, root, fopts)
+	server, err := serve(o.Mountpoint, newListingFS(fs.NewNodeFS(root, fopts)), &fopts.MountOptions)
 	if err != nil {
 		return &errs.Error{Kind: MountFailed, Op: "mount", Path: o.Mountpoint, Vault: o.Vault, Err: err,
 			Hint: "mounting needs root (or CAP_SYS_ADMIN) and /dev/fuse"}
@@ -469,4 +470,17 @@ func unmount(dir string, lazy bool) error {
 		return &errs.Error{Kind: NotMounted, Op: "unmount", Path: dir, Err: errors.New("no mount at this directory")}
 	}
 	return &errs.Error{Kind: errs.IoError, Op: "unmount", Path: dir, Err: err}
+}
+
+// serve mounts raw at dir and serves it, as fs.Mount does for a node tree.
+func serve(dir string, raw fuse.RawFileSystem, opts *fuse.MountOptions) (*fuse.Server, error) {
+	server, err := fuse.NewServer(raw, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, err
+	}
+	return server, nil
 }

@@ -56,16 +56,18 @@ func newStore(v *vfs.Vault, logger *log.Logger, batching bool) *store {
 }
 
 // view runs fn read-only on the latest state of the vault, uncommitted
-// changes included.
+// changes included. It answers from the vault's read cache when it can
+// (vfs.Vault.ViewCached), so fn may run twice and must have no effect
+// beyond what it returns.
 func (s *store) view(fn func(*vfs.Tx) error) error {
 	s.used.Add(1)
 	s.mu.Lock()
 	if s.b != nil {
 		defer s.mu.Unlock()
-		return s.b.View(fn)
+		return s.b.ViewCached(fn)
 	}
 	s.mu.Unlock()
-	return s.v.View(fn)
+	return s.v.ViewCached(fn)
 }
 
 // update runs fn as one change: on error nothing of it is kept.

@@ -144,8 +144,9 @@ func hashChunks(data [][]byte) [][sha256.Size]byte {
 // writers wait, and readers outside it see the state of the last commit.
 // A Batch is not safe for concurrent use.
 type Batch struct {
-	v  *Vault
-	kb kv.Batch
+	v     *Vault
+	kb    kv.Batch
+	chain *chain // the working state's chain, from the first step on
 }
 
 // Batch begins a batch. An engine without batches gives an error wrapping
@@ -171,17 +172,32 @@ func (b *Batch) Update(fn func(*Tx) error) error {
 	if err := b.v.checkGuard(); err != nil {
 		return err
 	}
-	return storageErr("", b.v.Name(), b.kb.Step(b.v.body(true, nil, fn)))
+	return storageErr("", b.v.Name(), b.kb.Step(b.v.body(txSpec{write: true, latest: true, batch: b}, fn)))
 }
 
 // View runs fn read-only on the batch's state, its uncommitted steps
 // included.
 func (b *Batch) View(fn func(*Tx) error) error {
-	return storageErr("", b.v.Name(), b.kb.Read(b.v.body(false, nil, fn)))
+	return storageErr("", b.v.Name(), b.kb.Read(b.v.body(txSpec{latest: true, batch: b}, fn)))
 }
 
 // Commit keeps every step and ends the batch.
-func (b *Batch) Commit() error { return storageErr("commit", b.v.Name(), b.kb.Commit()) }
+func (b *Batch) Commit() error {
+	err := b.kb.Commit()
+	b.settled(err == nil)
+	return storageErr("commit", b.v.Name(), err)
+}
 
 // Rollback drops every step and ends the batch.
-func (b *Batch) Rollback() error { return storageErr("rollback", b.v.Name(), b.kb.Rollback()) }
+func (b *Batch) Rollback() error {
+	err := b.kb.Rollback()
+	b.settled(false)
+	return storageErr("rollback", b.v.Name(), err)
+}
+
+// settled tells the vault's read cache how the batch ended.
+func (b *Batch) settled(kept bool) {
+	if b.v.cache != nil {
+		b.v.cache.settled(kept)
+	}
+}

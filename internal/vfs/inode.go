@@ -135,6 +135,9 @@ func (t *Tx) dropTopVersions(prefix []byte) error {
 	}
 	for _, k := range keys {
 		vkey, _, _ := splitVersion(k)
+		if t.rc.c != nil {
+			t.rc.c.written(vkey)
+		}
 		if err := t.own().Delete(k); err != nil {
 			return err
 		}

@@ -23,6 +23,16 @@ type Tx struct {
 	usage *layerRecord // the top layer's record, loaded on first change
 	quota *Quota
 	dirty bool // usage changed
+	rc    txCache
+	// missed: a cache-only transaction needed the engine (cache.go).
+	missed bool
+}
+
+// txCache is a transaction's use of its vault's read cache (cache.go).
+type txCache struct {
+	c      *readCache // nil: not cached
+	gen    uint64     // the generation it began at
+	latest bool       // it reads the latest state, not only the last commit
 }
 
 // View runs fn on the working state in a read-only transaction.
@@ -42,13 +52,16 @@ func (v *Vault) ViewAt(checkpoint string, fn func(*Tx) error) error {
 }
 
 func (v *Vault) run(write bool, checkpoint *string, fn func(*Tx) error) error {
-	body := v.body(write, checkpoint, fn)
+	body := v.body(txSpec{write: write, latest: write, checkpoint: checkpoint}, fn)
 	var err error
 	if write {
 		if err := v.checkGuard(); err != nil {
 			return err
 		}
 		err = v.eng.Update(body)
+		if v.cache != nil {
+			v.cache.settled(err == nil)
+		}
 	} else {
 		err = v.eng.View(body)
 	}
@@ -58,26 +71,53 @@ func (v *Vault) run(write bool, checkpoint *string, fn func(*Tx) error) error {
 	return nil
 }
 
+// txSpec says what a transaction reads and whether it writes.
+type txSpec struct {
+	write bool
+	// latest: it reads the latest state (a write, or a read through a
+	// batch), not only the last commit.
+	latest     bool
+	checkpoint *string // a saved state instead of the working state
+	// batch, when set, keeps the chain across the batch's steps: it holds
+	// the write lock, so only its own steps could change the layer graph,
+	// and none does.
+	batch *Batch
+}
+
 // body is what a transaction runs on its own file: it finds the chain of
 // layers of the state (the working state, or the checkpoint's), binds the
 // chain's parent files and runs fn.
-func (v *Vault) body(write bool, checkpoint *string, fn func(*Tx) error) func(kv.Tx) error {
+func (v *Vault) body(spec txSpec, fn func(*Tx) error) func(kv.Tx) error {
+	rc := txCache{latest: spec.latest}
+	if v.cache != nil && spec.checkpoint == nil {
+		rc.c = v.cache
+		rc.gen, _ = v.cache.begin()
+	}
 	return func(kt kv.Tx) error {
 		var c *chain
 		var err error
-		if checkpoint != nil {
+		switch {
+		case spec.checkpoint != nil:
 			var cp Checkpoint
-			if cp, err = getCheckpoint(kt, *checkpoint); err == nil {
+			if cp, err = getCheckpoint(kt, *spec.checkpoint); err == nil {
 				c, err = v.chainAt(kt, cp.Layer)
 			}
-		} else {
+		case spec.batch != nil && spec.batch.chain != nil:
+			c = spec.batch.chain
+		default:
 			c, err = v.currentChain(kt)
+			if spec.batch != nil {
+				spec.batch.chain = c
+			}
 		}
 		if err != nil {
 			return err
 		}
-		t := &Tx{v: v, c: c, now: v.now()}
-		if write {
+		if rc.c != nil {
+			rc.c.bind(c.topo)
+		}
+		t := &Tx{v: v, c: c, now: v.now(), rc: rc}
+		if spec.write {
 			t.top = c.top
 		}
 		return t.bind(kt, func() error {
@@ -120,7 +160,17 @@ func (t *Tx) Now() time.Time { return t.now }
 // get returns the version of vkey visible in this state and the index of
 // the segment holding it; ok is false when it is absent or deleted.
 func (t *Tx) get(vkey []byte) (val []byte, segIdx int, ok bool, err error) {
-	return t.getFrom(vkey, 0, 0)
+	rc := t.rc
+	if rc.c == nil {
+		return t.getFrom(vkey, 0, 0)
+	}
+	if e, hit := rc.c.get(vkey, rc.gen, rc.latest); hit {
+		return bytes.Clone(e.val), e.seg, e.ok, nil
+	}
+	if val, segIdx, ok, err = t.getFrom(vkey, 0, 0); err == nil {
+		rc.c.put(vkey, rc.gen, rc.latest, cachedVersion{val: val, seg: segIdx, ok: ok})
+	}
+	return val, segIdx, ok, err
 }
 
 // getFrom looks vkey up starting at segment from, skipping the version of
@@ -153,6 +203,9 @@ func (t *Tx) getFrom(vkey []byte, from int, skip uint64) (val []byte, segIdx int
 
 // put writes vkey's version in the top layer and journals it.
 func (t *Tx) put(vkey, val []byte) error {
+	if t.rc.c != nil {
+		t.rc.c.written(vkey)
+	}
 	if err := t.own().Put(versionKey(vkey, t.top), val); err != nil {
 		return err
 	}
@@ -168,6 +221,9 @@ func (t *Tx) del(vkey []byte) error {
 	}
 	if below {
 		return t.put(vkey, nil)
+	}
+	if t.rc.c != nil {
+		t.rc.c.written(vkey)
 	}
 	if err := t.own().Delete(versionKey(vkey, t.top)); err != nil {
 		return err

@@ -62,6 +62,7 @@ type Vault struct {
 	guard  func() error // asked before changes of the working state; nil allows all
 	// keepOrphans keeps files that lose their last name (orphan.go).
 	keepOrphans bool
+	cache       *readCache // nil unless CacheReads
 
 	mu      sync.Mutex
 	cached  *chain   // own chain for the current topology

@@ -1,0 +1,196 @@
+package vfs
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+)
+
+// A read cache remembers the versions that Tx.get found in the working
+// state, so a vault whose every change goes through one Vault value (a
+// mount's server, the vault's only writer) answers repeated lookups of
+// inodes, names, xattrs and chunk maps from memory instead of from a
+// B-tree scan per segment. CacheReads turns it on; it is off otherwise,
+// because other processes may change a vault under a Vault value.
+//
+// It stays exact by three rules:
+//   - every write of a version (Tx.put, Tx.del) drops that key's entry and
+//     bumps a generation; a transaction uses the cache only while the
+//     generation is the one it started with, so it never stores what it
+//     read from before a change it cannot see, and after its own first
+//     write it reads the engine;
+//   - a transaction that reads the last commit rather than the latest
+//     state (a read connection beside an open batch) leaves the cache alone
+//     while changes are uncommitted;
+//   - a batch or update that ends without committing drops everything,
+//     and a change of the layer graph (a checkpoint, a compaction in
+//     another process) empties it when the next transaction sees it.
+type readCache struct {
+	mu    sync.Mutex
+	topo  uint64 // the layer graph the entries belong to
+	gen   uint64 // bumped by every write
+	dirty bool   // written since the last commit or rollback
+	m     map[string]cachedVersion
+}
+
+// cachedVersion is what Tx.get returned for a key.
+type cachedVersion struct {
+	val []byte
+	seg int
+	ok  bool
+}
+
+// maxCached bounds the entries: a mount of a large tree keeps the
+// recently used part (inode and name records are about 100 bytes).
+const maxCached = 1 << 16
+
+// CacheReads makes this Vault remember what its transactions read of the
+// working state (see readCache). Turn it on only where this Vault value
+// makes every change to the vault (the mount's server holds the writer
+// lock), before it is shared between goroutines.
+func (v *Vault) CacheReads() { v.cache = &readCache{m: map[string]cachedVersion{}} }
+
+// begin returns the generation a transaction starts at, and the layer
+// graph of the entries; it is taken before the engine's transaction
+// begins, so a commit in between shows.
+func (c *readCache) begin() (gen, topo uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen, c.topo
+}
+
+// bind checks the cache against the transaction's layer graph: on a new
+// graph it empties the cache, and the transaction, which began on the old
+// generation, does not use it.
+func (c *readCache) bind(topo uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.topo != topo {
+		clear(c.m)
+		c.topo = topo
+		c.gen++
+	}
+}
+
+// usable tells whether a transaction that started at gen, reading the
+// latest state or only the last commit, may use the cache now.
+func (c *readCache) usable(gen uint64, latest bool) bool {
+	return c.gen == gen && (latest || !c.dirty)
+}
+
+func (c *readCache) get(vkey []byte, gen uint64, latest bool) (cachedVersion, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.usable(gen, latest) {
+		return cachedVersion{}, false
+	}
+	e, ok := c.m[string(vkey)]
+	return e, ok
+}
+
+func (c *readCache) put(vkey []byte, gen uint64, latest bool, e cachedVersion) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.usable(gen, latest) {
+		return
+	}
+	if len(c.m) >= maxCached {
+		n := 0
+		for k := range c.m { // map order is random: drop an eighth
+			delete(c.m, k)
+			if n++; n >= maxCached/8 {
+				break
+			}
+		}
+	}
+	e.val = bytes.Clone(e.val)
+	c.m[string(vkey)] = e
+}
+
+// written drops vkey's entry before the transaction writes it.
+func (c *readCache) written(vkey []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, string(vkey))
+	c.gen++
+	c.dirty = true
+}
+
+// settled is told that the changes made since the last call were
+// committed (kept) or not.
+func (c *readCache) settled(kept bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !kept {
+		clear(c.m)
+	}
+	c.gen++
+	c.dirty = false
+}
+
+// ViewCached runs fn read-only on the working state like View, but first
+// on the read cache alone: when everything fn reads is cached, no engine
+// transaction is begun. When fn reads something the cache lacks, its
+// result is dropped and it runs again in View, so fn must have no effect
+// beyond what it returns. Without CacheReads it is View.
+func (v *Vault) ViewCached(fn func(*Tx) error) error {
+	if t := v.cacheOnly(v.chainNow(), false); t != nil {
+		if err := fn(t); !t.missed {
+			return storageErr("", v.Name(), err)
+		}
+	}
+	return v.View(fn)
+}
+
+// ViewCached is View on the batch's state through the read cache, as
+// Vault.ViewCached.
+func (b *Batch) ViewCached(fn func(*Tx) error) error {
+	if t := b.v.cacheOnly(b.chain, true); t != nil {
+		if err := fn(t); !t.missed {
+			return storageErr("", b.v.Name(), err)
+		}
+	}
+	return b.View(fn)
+}
+
+// chainNow is the chain of the working state last read, or nil.
+func (v *Vault) chainNow() *chain {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.cached
+}
+
+// cacheOnly returns a read-only transaction on chain c that reads the
+// read cache and nothing else, or nil when there is no cache for c.
+func (v *Vault) cacheOnly(c *chain, latest bool) *Tx {
+	if v.cache == nil || c == nil {
+		return nil
+	}
+	gen, topo := v.cache.begin()
+	if topo != c.topo {
+		return nil
+	}
+	t := &Tx{v: v, c: c, now: v.now(), rc: txCache{c: v.cache, gen: gen, latest: latest}}
+	t.txs = make([]kv.Tx, len(c.segs))
+	for i := range t.txs {
+		t.txs[i] = missTx{t}
+	}
+	return t
+}
+
+// errNotCached is what a cache-only transaction's engine answers.
+var errNotCached = errors.New("vfs: not in the read cache")
+
+// missTx is the engine of a cache-only transaction: whatever it is asked
+// marks the transaction as one to run again on the real engine.
+type missTx struct{ t *Tx }
+
+func (m missTx) Get([]byte) ([]byte, error) { m.t.missed = true; return nil, errNotCached }
+func (m missTx) Put(_, _ []byte) error      { m.t.missed = true; return errNotCached }
+func (m missTx) Delete([]byte) error        { m.t.missed = true; return errNotCached }
+func (m missTx) Scan(_, _ []byte, _ func(k, v []byte) (bool, error)) error {
+	m.t.missed = true
+	return errNotCached
+}
