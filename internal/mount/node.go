@@ -287,11 +287,12 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return fs.NewListDirStream(out), 0
 }
 
-// OpendirHandle lets the kernel keep a directory's listing
-// (FOPEN_CACHE_DIR) and reuse it across opens: the mount is the vault's
-// only writer, and the kernel drops the listing itself whenever it
-// changes the directory. git status and grep -r then list each directory
-// once rather than on every walk.
+// OpendirHandle opens a listing for listingFS (dirlist.go), which asks for
+// one per READDIR: the kernel itself no longer opens directories, and
+// keeps their listings (the flags say so for a kernel that does open
+// them). The mount is the vault's only writer, and the kernel drops a
+// listing itself whenever it changes that directory, so git status and
+// grep -r list each directory once rather than on every walk.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	return &dirHandle{n: n}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
