@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"text/tabwriter"
@@ -236,6 +237,14 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 	debug.SetMemoryLimit(serverMemoryLimit)
 	// AVFS_MOUNT_DEBUG=1 logs every FUSE request to the server's stderr.
 	debug := a.env.Getenv("AVFS_MOUNT_DEBUG") == "1"
+	// AVFS_MOUNT_CPUPROFILE=FILE writes the server's CPU profile there.
+	if path := a.env.Getenv("AVFS_MOUNT_CPUPROFILE"); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
 	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: sa.readonly,
 		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps(), IdleTimeout: sa.idle})
 	if err := s.Mount(); err != nil {
@@ -404,4 +413,17 @@ and detaches what the kernel still holds of it.`,
 	}
 	c.Flags().BoolVar(&prune, "prune", false, "remove the records of mounts whose server died")
 	return c
+}
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
