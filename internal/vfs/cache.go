@@ -8,8 +8,8 @@ import (
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
 
-// A read cache remembers the versions that Tx.get found in the working
-// state, so a vault whose every change goes through one Vault value (a
+// A read cache remembers the versions that read transactions' Tx.get found
+// in the working state, so a vault whose every change goes through one Vault value (a
 // mount's server, the vault's only writer) answers repeated lookups of
 // inodes, names, xattrs and chunk maps from memory instead of from a
 // B-tree scan per segment. CacheReads turns it on; it is off otherwise,
@@ -43,8 +43,8 @@ type cachedVersion struct {
 }
 
 // maxCached bounds the entries: a mount of a large tree keeps the
-// recently used part (inode and name records are about 100 bytes).
-const maxCached = 1 << 16
+// recently used part (inode and name records are about 100 bytes; 32,768 of them cost about 5 MiB).
+const maxCached = 1 << 15
 
 // CacheReads makes this Vault remember what its transactions read of the
 // working state (see readCache). Turn it on only where this Vault value

@@ -167,7 +167,9 @@ func (t *Tx) get(vkey []byte) (val []byte, segIdx int, ok bool, err error) {
 	if e, hit := rc.c.get(vkey, rc.gen, rc.latest); hit {
 		return bytes.Clone(e.val), e.seg, e.ok, nil
 	}
-	if val, segIdx, ok, err = t.getFrom(vkey, 0, 0); err == nil {
+	// Reads fill the cache; a change's own lookups (a streaming write's
+	// chunk maps, say) would only push out what reads use.
+	if val, segIdx, ok, err = t.getFrom(vkey, 0, 0); err == nil && t.top == 0 {
 		rc.c.put(vkey, rc.gen, rc.latest, cachedVersion{val: val, seg: segIdx, ok: ok})
 	}
 	return val, segIdx, ok, err

@@ -20,7 +20,7 @@ func main() {
 	reps := flag.Int("reps", 15, "repetitions per measurement (the median is reported)")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
 	sections := flag.String("sections", "layers,io,mount,proxy", "what to measure: layers, io (per engine), mount, proxy")
-	slowReps := flag.Int("mount-reps", 3, "repetitions for the mount section (it runs real workloads)")
+	slowReps := flag.Int("mount-reps", 5, "repetitions for the mount section (it runs real workloads)")
 	flag.Parse()
 
 	scratch := *dir
