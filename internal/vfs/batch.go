@@ -147,6 +147,7 @@ type Batch struct {
 	v     *Vault
 	kb    kv.Batch
 	chain *chain // the working state's chain, from the first step on
+	step  *Tx    // the transaction of the step under way
 }
 
 // Batch begins a batch. An engine without batches gives an error wrapping
@@ -172,13 +173,20 @@ func (b *Batch) Update(fn func(*Tx) error) error {
 	if err := b.v.checkGuard(); err != nil {
 		return err
 	}
-	return storageErr("", b.v.Name(), b.kb.Step(b.v.body(txSpec{write: true, latest: true, batch: b}, fn)))
+	err := b.kb.Step(b.v.body(txSpec{write: true, latest: true, batch: b}, fn))
+	if err != nil && b.step != nil && b.v.cache != nil {
+		b.v.cache.forget(b.step.written...) // the step is undone
+	}
+	b.step = nil
+	return storageErr("", b.v.Name(), err)
 }
 
 // View runs fn read-only on the batch's state, its uncommitted steps
 // included.
 func (b *Batch) View(fn func(*Tx) error) error {
-	return storageErr("", b.v.Name(), b.kb.Read(b.v.body(txSpec{latest: true, batch: b}, fn)))
+	err := b.kb.Read(b.v.body(txSpec{latest: true, batch: b}, fn))
+	b.step = nil
+	return storageErr("", b.v.Name(), err)
 }
 
 // Commit keeps every step and ends the batch.

@@ -8,19 +8,20 @@ import (
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
 
-// A read cache remembers the versions that read transactions' Tx.get found
-// in the working state, so a vault whose every change goes through one Vault value (a
-// mount's server, the vault's only writer) answers repeated lookups of
-// inodes, names, xattrs and chunk maps from memory instead of from a
-// B-tree scan per segment. CacheReads turns it on; it is off otherwise,
+// A read cache remembers the versions of records in the working state,
+// as reads found them and writes left them, so a vault whose every change
+// goes through one Vault value (a mount's server, the vault's only
+// writer) answers repeated lookups of inodes, names, xattrs and chunk maps
+// from memory instead of from a B-tree scan per segment. CacheReads turns it on; it is off otherwise,
 // because other processes may change a vault under a Vault value.
 //
-// It stays exact by three rules:
-//   - every write of a version (Tx.put, Tx.del) drops that key's entry and
-//     bumps a generation; a transaction uses the cache only while the
-//     generation is the one it started with, so it never stores what it
-//     read from before a change it cannot see, and after its own first
-//     write it reads the engine;
+// It stays exact by these rules:
+//   - every write of a version (Tx.put, Tx.del) stores the new version,
+//     for readers of the latest state, and bumps a generation; a
+//     transaction uses the cache only while the generation is the one it
+//     started with (or moved on by its own writes), so it never stores
+//     what it read from before a change it cannot see;
+//   - a batch step that fails drops what it wrote;
 //   - a transaction that reads the last commit rather than the latest
 //     state (a read connection beside an open batch) leaves the cache alone
 //     while changes are uncommitted;
@@ -96,24 +97,51 @@ func (c *readCache) put(vkey []byte, gen uint64, latest bool, e cachedVersion) {
 	if !c.usable(gen, latest) {
 		return
 	}
-	if len(c.m) >= maxCached {
-		n := 0
-		for k := range c.m { // map order is random: drop an eighth
-			delete(c.m, k)
-			if n++; n >= maxCached/8 {
-				break
-			}
-		}
-	}
+	c.makeRoom()
 	e.val = bytes.Clone(e.val)
 	c.m[string(vkey)] = e
 }
 
-// written drops vkey's entry before the transaction writes it.
-func (c *readCache) written(vkey []byte) {
+// makeRoom keeps the entries under maxCached.
+func (c *readCache) makeRoom() {
+	if len(c.m) < maxCached {
+		return
+	}
+	n := 0
+	for k := range c.m { // map order is random: drop an eighth
+		delete(c.m, k)
+		if n++; n >= maxCached/8 {
+			break
+		}
+	}
+}
+
+// wrote records the version a write transaction just gave vkey (absent
+// unless present), for the latest state's readers, and moves the
+// generation on. A writer that was current stays current (*gen), so it
+// goes on reading its own changes from the cache.
+func (c *readCache) wrote(vkey, val []byte, present bool, gen *uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.m, string(vkey))
+	mine := *gen == c.gen
+	c.gen++
+	c.dirty = true
+	if mine {
+		*gen = c.gen
+	}
+	c.makeRoom()
+	c.m[string(vkey)] = cachedVersion{val: bytes.Clone(val), ok: present}
+}
+
+// forget drops the entries of keys whose version changed in a way the
+// cache does not follow (a failed step's writes, versions dropped
+// outright).
+func (c *readCache) forget(vkeys ...[]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range vkeys {
+		delete(c.m, string(k))
+	}
 	c.gen++
 	c.dirty = true
 }

@@ -44,6 +44,24 @@ func readVia(t *testing.T, view func(func(*vfs.Tx) error) error, p string) strin
 	return got
 }
 
+// existsVia tells whether p resolves as view sees it: a lookup the cache
+// can answer alone, unlike a read of the data.
+func existsVia(t *testing.T, view func(func(*vfs.Tx) error) error, p string) bool {
+	t.Helper()
+	var found bool
+	if err := view(func(tx *vfs.Tx) error {
+		_, err := tx.Resolve(p, false)
+		found = err == nil
+		if errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
 // TestReadCacheAnswersRepeatedReads checks that a read the cache holds
 // begins no engine transaction, and that a change is seen at once.
 func TestReadCacheAnswersRepeatedReads(t *testing.T) {
@@ -130,8 +148,8 @@ func TestReadCacheFollowsBatches(t *testing.T) {
 	}); !errors.Is(err, errStep) {
 		t.Fatalf("failing step: %v", err)
 	}
-	if got := readVia(t, b.ViewCached, "/b"); got != "" {
-		t.Errorf("a failed step's file is visible: %q", got)
+	if existsVia(t, b.ViewCached, "/b") {
+		t.Error("a failed step's file is visible")
 	}
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
@@ -154,14 +172,14 @@ func TestReadCacheFollowsBatches(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if readVia(t, b.ViewCached, "/c") != "c" || readVia(t, b.ViewCached, "/a") != "3" {
+	if !existsVia(t, b.ViewCached, "/c") || readVia(t, b.ViewCached, "/a") != "3" {
 		t.Fatal("the batch does not see its own step")
 	}
 	if err := b.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if got := readVia(t, f.v.ViewCached, "/c"); got != "" {
-		t.Errorf("after rollback /c = %q, want absent", got)
+	if existsVia(t, f.v.ViewCached, "/c") {
+		t.Error("after rollback /c is visible")
 	}
 	if got := readVia(t, f.v.ViewCached, "/a"); got != "2" {
 		t.Errorf("after rollback /a = %q, want 2", got)

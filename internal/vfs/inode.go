@@ -135,11 +135,11 @@ func (t *Tx) dropTopVersions(prefix []byte) error {
 	}
 	for _, k := range keys {
 		vkey, _, _ := splitVersion(k)
-		if t.rc.c != nil {
-			t.rc.c.written(vkey)
-		}
 		if err := t.own().Delete(k); err != nil {
 			return err
+		}
+		if t.rc.c != nil { // a lower layer's version may show again
+			t.rc.c.forget(vkey)
 		}
 		if err := t.own().Delete(journalKey(t.top, vkey)); err != nil {
 			return err

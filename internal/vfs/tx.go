@@ -26,6 +26,8 @@ type Tx struct {
 	rc    txCache
 	// missed: a cache-only transaction needed the engine (cache.go).
 	missed bool
+	// written lists the vkeys whose new versions went to the read cache.
+	written [][]byte
 }
 
 // txCache is a transaction's use of its vault's read cache (cache.go).
@@ -120,6 +122,9 @@ func (v *Vault) body(spec txSpec, fn func(*Tx) error) func(kv.Tx) error {
 		if spec.write {
 			t.top = c.top
 		}
+		if spec.batch != nil {
+			spec.batch.step = t
+		}
 		return t.bind(kt, func() error {
 			if err := fn(t); err != nil {
 				return err
@@ -205,13 +210,19 @@ func (t *Tx) getFrom(vkey []byte, from int, skip uint64) (val []byte, segIdx int
 
 // put writes vkey's version in the top layer and journals it.
 func (t *Tx) put(vkey, val []byte) error {
-	if t.rc.c != nil {
-		t.rc.c.written(vkey)
-	}
 	if err := t.own().Put(versionKey(vkey, t.top), val); err != nil {
 		return err
 	}
+	t.wrote(vkey, val, len(val) > 0)
 	return t.own().Put(journalKey(t.top, vkey), nil)
+}
+
+// wrote tells the read cache what a write made of vkey.
+func (t *Tx) wrote(vkey, val []byte, present bool) {
+	if t.rc.c != nil {
+		t.rc.c.wrote(vkey, val, present, &t.rc.gen)
+		t.written = append(t.written, vkey)
+	}
 }
 
 // del deletes vkey from the state: a whiteout when a lower layer still
@@ -224,12 +235,10 @@ func (t *Tx) del(vkey []byte) error {
 	if below {
 		return t.put(vkey, nil)
 	}
-	if t.rc.c != nil {
-		t.rc.c.written(vkey)
-	}
 	if err := t.own().Delete(versionKey(vkey, t.top)); err != nil {
 		return err
 	}
+	t.wrote(vkey, nil, false)
 	return t.own().Delete(journalKey(t.top, vkey))
 }
 
