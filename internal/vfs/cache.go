@@ -44,8 +44,8 @@ type cachedVersion struct {
 }
 
 // maxCached bounds the entries: a mount of a large tree keeps the
-// recently used part (inode and name records are about 100 bytes; 32,768 of them cost about 5 MiB).
-const maxCached = 1 << 15
+// recently used part (inode and name records are about 100 bytes; 16,384 of them cost about 3 MiB).
+const maxCached = 1 << 14
 
 // CacheReads makes this Vault remember what its transactions read of the
 // working state (see readCache). Turn it on only where this Vault value
