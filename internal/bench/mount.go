@@ -310,4 +310,3 @@ func peakRSS(pid int) string {
 	}
 	return "unknown"
 }
-
