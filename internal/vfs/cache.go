@@ -43,8 +43,9 @@ type cachedVersion struct {
 	ok  bool
 }
 
-// maxCached bounds the entries: a mount of a large tree keeps the
-// recently used part (inode and name records are about 100 bytes; 16,384 of them cost about 3 MiB).
+// maxCached bounds the entries (inode and name records are about 100
+// bytes; 16,384 of them cost about 3 MiB). A mount of a larger tree
+// starts over whenever the cache fills up.
 const maxCached = 1 << 14
 
 // CacheReads makes this Vault remember what its transactions read of the
@@ -102,17 +103,12 @@ func (c *readCache) put(vkey []byte, gen uint64, latest bool, e cachedVersion) {
 	c.m[string(vkey)] = e
 }
 
-// makeRoom keeps the entries under maxCached.
+// makeRoom keeps the entries under maxCached: a full cache starts over,
+// with a new map (one that entries keep leaving and joining grows in
+// memory well past what it holds).
 func (c *readCache) makeRoom() {
-	if len(c.m) < maxCached {
-		return
-	}
-	n := 0
-	for k := range c.m { // map order is random: drop an eighth
-		delete(c.m, k)
-		if n++; n >= maxCached/8 {
-			break
-		}
+	if len(c.m) >= maxCached {
+		c.m = make(map[string]cachedVersion)
 	}
 }
 
@@ -128,6 +124,12 @@ func (c *readCache) wrote(vkey, val []byte, present bool, gen *uint64) {
 	c.dirty = true
 	if mine {
 		*gen = c.gen
+	}
+	if vkey[0] == prefixFile {
+		// A file's chunk map: a streaming write would fill the cache
+		// with records that are seldom read back soon.
+		delete(c.m, string(vkey))
+		return
 	}
 	c.makeRoom()
 	c.m[string(vkey)] = cachedVersion{val: bytes.Clone(val), ok: present}
