@@ -80,9 +80,11 @@ type txSpec struct {
 	// batch), not only the last commit.
 	latest     bool
 	checkpoint *string // a saved state instead of the working state
-	// batch, when set, keeps the chain across the batch's steps: it holds
-	// the write lock, so only its own steps could change the layer graph,
-	// and none does.
+	// batch, when set, is the batch the transaction is a step or a read
+	// of. It keeps the chain across its steps (it holds the write lock,
+	// so only its own steps could change the layer graph, and none does)
+	// and learns each step's transaction, to forget what a failed one
+	// wrote.
 	batch *Batch
 }
 
