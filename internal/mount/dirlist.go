@@ -94,6 +94,19 @@ func (l *listingFS) keep(node uint64, d listing) {
 	}
 }
 
+// Forget drops a listing kept for the node first: once the kernel lets go
+// of it, its node id may name another directory later.
+func (l *listingFS) Forget(node, nlookup uint64) {
+	l.mu.Lock()
+	kept, ok := l.open[node]
+	delete(l.open, node)
+	l.mu.Unlock()
+	if ok {
+		l.release(fuse.InHeader{NodeId: node}, kept.fh)
+	}
+	l.RawFileSystem.Forget(node, nlookup)
+}
+
 func (l *listingFS) release(h fuse.InHeader, fh uint64) {
 	l.RawFileSystem.ReleaseDir(&fuse.ReleaseIn{InHeader: h, Fh: fh})
 }
