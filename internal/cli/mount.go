@@ -241,6 +241,7 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 	if path := a.env.Getenv("AVFS_MOUNT_CPUPROFILE"); path != "" {
 		stop, err := startCPUProfile(path)
 		if err != nil {
+			report(failureMsg(err))
 			return nil, err
 		}
 		defer stop()
