@@ -148,6 +148,11 @@ type Batch struct {
 	kb    kv.Batch
 	chain *chain // the working state's chain, from the first step on
 	step  *Tx    // the transaction of the step under way
+	// The counters its steps changed, written at Commit (counters.go):
+	// the top layer's usage (nil: unchanged) and the next inode number
+	// (0: none allocated).
+	usage *layerRecord
+	ino   uint64
 }
 
 // Batch begins a batch. An engine without batches gives an error wrapping
@@ -174,7 +179,10 @@ func (b *Batch) Update(fn func(*Tx) error) error {
 		return err
 	}
 	err := b.kb.Step(b.v.body(txSpec{write: true, latest: true, batch: b}, fn))
-	if err != nil && b.step != nil && b.v.cache != nil {
+	switch {
+	case err == nil && b.step != nil:
+		b.adopt(b.step)
+	case err != nil && b.step != nil && b.v.cache != nil:
 		b.v.cache.forget(b.step.written...) // the step is undone
 	}
 	b.step = nil
@@ -189,15 +197,22 @@ func (b *Batch) View(fn func(*Tx) error) error {
 	return storageErr("", b.v.Name(), err)
 }
 
-// Commit keeps every step and ends the batch.
+// Commit keeps every step and ends the batch. When it fails, nothing of
+// the batch is kept.
 func (b *Batch) Commit() error {
-	err := b.kb.Commit()
+	err := b.flushCounters()
+	if err == nil {
+		err = b.kb.Commit()
+	} else {
+		_ = b.kb.Rollback()
+	}
 	b.settled(err == nil)
 	return storageErr("commit", b.v.Name(), err)
 }
 
 // Rollback drops every step and ends the batch.
 func (b *Batch) Rollback() error {
+	b.usage, b.ino = nil, 0
 	err := b.kb.Rollback()
 	b.settled(false)
 	return storageErr("rollback", b.v.Name(), err)

@@ -3,6 +3,7 @@ package vfs_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"syscall"
@@ -223,4 +224,133 @@ func (t countingTx) Put(k, v []byte) error {
 		t.e.puts[k[0]]++
 	}
 	return t.Tx.Put(k, v)
+}
+
+// TestBatchCounters checks the counters a batch writes once, at commit:
+// the usage and the next inode number follow its steps, a failed step's
+// share is dropped, a rollback drops them all, and what is committed
+// agrees with the tree (fsck, at cleanup). With a read cache, puts also
+// skip journal entries the top layer already has; fsck checks that every
+// version still has one.
+func TestBatchCounters(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
+			f := newVault(t, "sqlite")
+			if cached {
+				f.v.CacheReads()
+			}
+			usage := func(view func(func(*vfs.Tx) error) error) vfs.Usage {
+				t.Helper()
+				var u vfs.Usage
+				if err := view(func(tx *vfs.Tx) (err error) { u, err = tx.Usage(); return err }); err != nil {
+					t.Fatal(err)
+				}
+				return u
+			}
+			inos := map[vfs.Ino]string{}
+			create := func(update func(func(*vfs.Tx) error) error, p string, fail bool) error {
+				return update(func(tx *vfs.Tx) error {
+					a, err := tx.WriteFile(p, []byte(p), 0o644)
+					if err != nil {
+						return err
+					}
+					if fail {
+						return errors.New("step fails after its writes")
+					}
+					if other, dup := inos[a.Ino]; dup {
+						t.Errorf("%s got inode %d, already %s's", p, a.Ino, other)
+					}
+					inos[a.Ino] = p
+					return nil
+				})
+			}
+
+			b, err := f.v.Batch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := create(b.Update, "/a", false); err != nil {
+				t.Fatal(err)
+			}
+			if err := create(b.Update, "/b", true); err == nil {
+				t.Fatal("the failing step succeeded")
+			}
+			if err := create(b.Update, "/c", false); err != nil {
+				t.Fatal(err)
+			}
+			if u := usage(b.View); u != (vfs.Usage{Files: 2, Bytes: 4}) {
+				t.Errorf("usage inside the batch: %+v, want 2 files of 4 bytes", u)
+			}
+			if u := usage(f.v.View); u != (vfs.Usage{}) {
+				t.Errorf("usage outside the batch before commit: %+v, want none", u)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if u := usage(f.v.View); u != (vfs.Usage{Files: 2, Bytes: 4}) {
+				t.Errorf("usage after commit: %+v, want 2 files of 4 bytes", u)
+			}
+
+			b, err = f.v.Batch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := create(b.Update, "/dropped", false); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			delete(inos, maxIno(inos))
+			if err := create(f.v.Update, "/d", false); err != nil {
+				t.Fatal(err)
+			}
+			b, err = f.v.Batch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{"/e", "/f"} {
+				if err := create(b.Update, p, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Update(func(tx *vfs.Tx) error { return tx.Unlink(vfs.RootIno, "a") }); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if u := usage(f.v.View); u != (vfs.Usage{Files: 4, Bytes: 8}) {
+				t.Errorf("usage at the end: %+v, want 4 files of 8 bytes", u)
+			}
+
+			// After a checkpoint the versions read are the frozen layer's:
+			// a change needs its own journal entry in the new top layer.
+			if _, err := f.v.SaveCheckpoint("cp", ""); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the first transaction on the new layers fills no cache
+				if got := f.read("/c"); got != "/c" {
+					t.Fatalf("/c = %q", got)
+				}
+			}
+			b, err = f.v.Batch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Update(func(tx *vfs.Tx) error {
+				_, err := tx.WriteFile("/c", []byte("/c2"), 0o644)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func maxIno(m map[vfs.Ino]string) vfs.Ino {
+	return slices.Max(slices.Collect(maps.Keys(m)))
 }

@@ -33,14 +33,7 @@ type readCache struct {
 	topo  uint64 // the layer graph the entries belong to
 	gen   uint64 // bumped by every write
 	dirty bool   // written since the last commit or rollback
-	m     map[string]cachedVersion
-}
-
-// cachedVersion is what Tx.get returned for a key.
-type cachedVersion struct {
-	val []byte
-	seg int
-	ok  bool
+	m     map[string]version
 }
 
 // maxCached bounds the entries (inode and name records are about 100
@@ -52,7 +45,7 @@ const maxCached = 1 << 14
 // working state (see readCache). Turn it on only where this Vault value
 // makes every change to the vault (the mount's server holds the writer
 // lock), before it is shared between goroutines.
-func (v *Vault) CacheReads() { v.cache = &readCache{m: map[string]cachedVersion{}} }
+func (v *Vault) CacheReads() { v.cache = &readCache{m: map[string]version{}} }
 
 // begin returns the generation a transaction starts at, and the layer
 // graph of the entries; it is taken before the engine's transaction
@@ -82,17 +75,17 @@ func (c *readCache) usable(gen uint64, latest bool) bool {
 	return c.gen == gen && (latest || !c.dirty)
 }
 
-func (c *readCache) get(vkey []byte, gen uint64, latest bool) (cachedVersion, bool) {
+func (c *readCache) get(vkey []byte, gen uint64, latest bool) (version, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.usable(gen, latest) {
-		return cachedVersion{}, false
+		return version{}, false
 	}
 	e, ok := c.m[string(vkey)]
 	return e, ok
 }
 
-func (c *readCache) put(vkey []byte, gen uint64, latest bool, e cachedVersion) {
+func (c *readCache) put(vkey []byte, gen uint64, latest bool, e version) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.usable(gen, latest) {
@@ -108,15 +101,15 @@ func (c *readCache) put(vkey []byte, gen uint64, latest bool, e cachedVersion) {
 // memory well past what it holds).
 func (c *readCache) makeRoom() {
 	if len(c.m) >= maxCached {
-		c.m = make(map[string]cachedVersion)
+		c.m = make(map[string]version)
 	}
 }
 
-// wrote records the version a write transaction just gave vkey (absent
-// unless present), for the latest state's readers, and moves the
-// generation on. A writer that was current stays current (*gen), so it
+// wrote records the version a write transaction just gave vkey in layer
+// (absent unless present; layer 0 when no version is left), for the latest
+// state's readers, and moves the generation on. A writer that was current stays current (*gen), so it
 // goes on reading its own changes from the cache.
-func (c *readCache) wrote(vkey, val []byte, present bool, gen *uint64) {
+func (c *readCache) wrote(vkey, val []byte, layer uint64, present bool, gen *uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	mine := *gen == c.gen
@@ -132,7 +125,7 @@ func (c *readCache) wrote(vkey, val []byte, present bool, gen *uint64) {
 		return
 	}
 	c.makeRoom()
-	c.m[string(vkey)] = cachedVersion{val: bytes.Clone(val), ok: present}
+	c.m[string(vkey)] = version{val: bytes.Clone(val), layer: layer, ok: present}
 }
 
 // forget drops the entries of keys whose version changed in a way the

@@ -119,7 +119,7 @@ func (t *Tx) Mknod(dir Ino, name string, nn NewNode) (Attr, error) {
 	if err := t.charge(op, name, 0, 1); err != nil {
 		return Attr{}, err
 	}
-	id, err := t.nextID(metaNextIno)
+	id, err := t.nextIno()
 	if err != nil {
 		return Attr{}, err
 	}

@@ -213,7 +213,7 @@ func (t *Tx) shrink(n *inode, size uint64) error {
 	}
 	if keep < had-keep {
 		// Fewer chunks stay than go: move the survivors to a new generation.
-		gen, err := t.nextID(metaNextIno)
+		gen, err := t.nextIno()
 		if err != nil {
 			return err
 		}

@@ -22,7 +22,9 @@ type Tx struct {
 	now   time.Time
 	usage *layerRecord // the top layer's record, loaded on first change
 	quota *Quota
-	dirty bool // usage changed
+	dirty bool   // usage changed
+	ino   uint64 // the next inode number, once one was allocated
+	batch *Batch // the batch this transaction is a step or a read of
 	rc    txCache
 	// missed: a cache-only transaction needed the engine (cache.go).
 	missed bool
@@ -126,12 +128,13 @@ func (v *Vault) body(spec txSpec, fn func(*Tx) error) func(kv.Tx) error {
 		}
 		if spec.batch != nil {
 			spec.batch.step = t
+			t.batch = spec.batch
 		}
 		return t.bind(kt, func() error {
 			if err := fn(t); err != nil {
 				return err
 			}
-			return t.flushUsage()
+			return t.flushCounters()
 		})
 	}
 }
@@ -164,65 +167,93 @@ func (t *Tx) writable(op string) error {
 // Now is the time stamped on changes made in this transaction.
 func (t *Tx) Now() time.Time { return t.now }
 
+// version is what a lookup found of a record: its value (nil when it is
+// absent or deleted), and the segment and layer holding that version
+// (layer 0: there is no version at all).
+type version struct {
+	val   []byte
+	seg   int
+	layer uint64
+	ok    bool
+}
+
 // get returns the version of vkey visible in this state and the index of
 // the segment holding it; ok is false when it is absent or deleted.
 func (t *Tx) get(vkey []byte) (val []byte, segIdx int, ok bool, err error) {
 	rc := t.rc
 	if rc.c == nil {
-		return t.getFrom(vkey, 0, 0)
+		v, err := t.getFrom(vkey, 0, 0)
+		return v.val, v.seg, v.ok, err
 	}
 	if e, hit := rc.c.get(vkey, rc.gen, rc.latest); hit {
 		return bytes.Clone(e.val), e.seg, e.ok, nil
 	}
 	// Reads fill the cache; a change's own lookups (a streaming write's
 	// chunk maps, say) would only push out what reads use.
-	if val, segIdx, ok, err = t.getFrom(vkey, 0, 0); err == nil && t.top == 0 {
-		rc.c.put(vkey, rc.gen, rc.latest, cachedVersion{val: val, seg: segIdx, ok: ok})
+	v, err := t.getFrom(vkey, 0, 0)
+	if err == nil && t.top == 0 {
+		rc.c.put(vkey, rc.gen, rc.latest, v)
 	}
-	return val, segIdx, ok, err
+	return v.val, v.seg, v.ok, err
 }
 
 // getFrom looks vkey up starting at segment from, skipping the version of
 // layer skip in the first segment (0 skips nothing).
-func (t *Tx) getFrom(vkey []byte, from int, skip uint64) (val []byte, segIdx int, ok bool, err error) {
+func (t *Tx) getFrom(vkey []byte, from int, skip uint64) (version, error) {
 	end := kv.PrefixEnd(vkey)
 	for i := from; i < len(t.c.segs); i++ {
 		layers := t.c.segs[i].layers
-		found := false
-		err = t.txs[i].Scan(vkey, end, func(k, v []byte) (bool, error) {
+		var found version
+		err := t.txs[i].Scan(vkey, end, func(k, v []byte) (bool, error) {
 			_, layer, _ := splitVersion(k)
 			if !layers[layer] || (i == from && layer == skip) {
 				return true, nil
 			}
-			found = true
-			if len(v) > 0 {
-				val = bytes.Clone(v)
+			found = version{seg: i, layer: layer, ok: len(v) > 0}
+			if found.ok {
+				found.val = bytes.Clone(v)
 			}
 			return false, nil
 		})
 		if err != nil {
-			return nil, 0, false, err
+			return version{}, err
 		}
-		if found {
-			return val, i, val != nil, nil
+		if found.layer != 0 {
+			return found, nil
 		}
 	}
-	return nil, 0, false, nil
+	return version{}, nil
 }
 
-// put writes vkey's version in the top layer and journals it.
+// put writes vkey's version in the top layer and journals it, unless the
+// read cache knows the top layer holds a version already, and so its
+// journal entry.
 func (t *Tx) put(vkey, val []byte) error {
+	journaled := t.inTop(vkey)
 	if err := t.own().Put(versionKey(vkey, t.top), val); err != nil {
 		return err
 	}
-	t.wrote(vkey, val, len(val) > 0)
+	t.wrote(vkey, val, t.top, len(val) > 0)
+	if journaled {
+		return nil
+	}
 	return t.own().Put(journalKey(t.top, vkey), nil)
 }
 
+// inTop tells whether the read cache knows that vkey's visible version is
+// in the top layer.
+func (t *Tx) inTop(vkey []byte) bool {
+	if t.rc.c == nil {
+		return false
+	}
+	e, hit := t.rc.c.get(vkey, t.rc.gen, t.rc.latest)
+	return hit && e.seg == 0 && e.layer == t.top
+}
+
 // wrote tells the read cache what a write made of vkey.
-func (t *Tx) wrote(vkey, val []byte, present bool) {
+func (t *Tx) wrote(vkey, val []byte, layer uint64, present bool) {
 	if t.rc.c != nil {
-		t.rc.c.wrote(vkey, val, present, &t.rc.gen)
+		t.rc.c.wrote(vkey, val, layer, present, &t.rc.gen)
 		t.written = append(t.written, vkey)
 	}
 }
@@ -230,27 +261,18 @@ func (t *Tx) wrote(vkey, val []byte, present bool) {
 // del deletes vkey from the state: a whiteout when a lower layer still
 // holds a version, otherwise the top layer's version simply goes.
 func (t *Tx) del(vkey []byte) error {
-	_, _, below, err := t.getFrom(vkey, 0, t.top)
+	below, err := t.getFrom(vkey, 0, t.top)
 	if err != nil {
 		return err
 	}
-	if below {
+	if below.ok {
 		return t.put(vkey, nil)
 	}
 	if err := t.own().Delete(versionKey(vkey, t.top)); err != nil {
 		return err
 	}
-	t.wrote(vkey, nil, false)
+	t.wrote(vkey, nil, 0, false)
 	return t.own().Delete(journalKey(t.top, vkey))
-}
-
-// nextID allocates from a u64 counter in the metadata.
-func (t *Tx) nextID(name string) (uint64, error) {
-	id, err := getU64(t.own(), name)
-	if err != nil {
-		return 0, err
-	}
-	return id, t.own().Put(metaKey(name), u64(nil, id+1))
 }
 
 // Quota limits a vault. Zero means unlimited.
@@ -279,17 +301,6 @@ func (t *Tx) loadQuota() (*Quota, error) {
 		t.quota = &q
 	}
 	return t.quota, nil
-}
-
-func (t *Tx) loadUsage() (*layerRecord, error) {
-	if t.usage == nil {
-		l, err := getLayer(t.own(), t.c.top)
-		if err != nil {
-			return nil, err
-		}
-		t.usage = l
-	}
-	return t.usage, nil
 }
 
 // Usage returns the state's counters.
@@ -349,13 +360,6 @@ func quotaErr(op, path, key string, limit int64, errno syscall.Errno) error {
 		Err:   fmt.Errorf("quota %s=%d exceeded", key, limit),
 		Hint:  "raise it with `avfs quota set " + key + " N` or free space",
 		Extra: map[string]any{"quota": key, "limit": limit}}
-}
-
-func (t *Tx) flushUsage() error {
-	if !t.dirty {
-		return nil
-	}
-	return t.own().Put(layerKey(t.c.top), encodeLayer(t.usage))
 }
 
 // SetQuota replaces the vault's limits. Lowering a limit below the current
