@@ -45,9 +45,14 @@ type store struct {
 // serves from the vault, every persist and every control op.
 func (s *store) activity() uint64 { return s.used.Load() }
 
-// How long and how large a batch grows before it is committed.
+// How long and how large a batch grows before it is committed. A commit
+// writes every page the batch dirtied, and the changes of a burst touch
+// the same pages again and again: against 10 ms, 100 ms took 5–10% off a
+// git round and off creating 10,000 files, in alternating runs. Buffered
+// file data already waits up to idleFlush before it is persisted, so the
+// window a crash of the server can lose stays set by that.
 const (
-	commitAfter = 10 * time.Millisecond
+	commitAfter = 100 * time.Millisecond
 	maxSteps    = 4096
 )
 
