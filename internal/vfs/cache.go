@@ -34,6 +34,21 @@ type readCache struct {
 	gen   uint64 // bumped by every write
 	dirty bool   // written since the last commit or rollback
 	m     map[string]version
+	// whole holds the names prefixes of a directory ("D" ino) or the
+	// xattr prefixes of an inode ("X" ino) whose every record is in m: the
+	// prefixes of directories and inodes this Vault created, which had
+	// none. A lookup there that m lacks finds nothing, without a scan:
+	// what the kernel asks before it creates a file (a LOOKUP of the new
+	// name, a GETXATTR of security.capability before the first write).
+	whole map[string]bool
+}
+
+// wholePrefix is the prefix of vkey that whole may hold, or nil.
+func wholePrefix(vkey []byte) []byte {
+	if len(vkey) < 9 || vkey[0] != prefixDentry && vkey[0] != prefixXattr {
+		return nil
+	}
+	return vkey[:9]
 }
 
 // maxCached bounds the entries (inode and name records are about 100
@@ -45,7 +60,9 @@ const maxCached = 1 << 14
 // working state (see readCache). Turn it on only where this Vault value
 // makes every change to the vault (the mount's server holds the writer
 // lock), before it is shared between goroutines.
-func (v *Vault) CacheReads() { v.cache = &readCache{m: map[string]version{}} }
+func (v *Vault) CacheReads() {
+	v.cache = &readCache{m: map[string]version{}, whole: map[string]bool{}}
+}
 
 // begin returns the generation a transaction starts at, and the layer
 // graph of the entries; it is taken before the engine's transaction
@@ -64,6 +81,7 @@ func (c *readCache) bind(topo uint64) {
 	defer c.mu.Unlock()
 	if c.topo != topo {
 		clear(c.m)
+		clear(c.whole)
 		c.topo = topo
 		c.gen++
 	}
@@ -82,6 +100,9 @@ func (c *readCache) get(vkey []byte, gen uint64, latest bool) (version, bool) {
 		return version{}, false
 	}
 	e, ok := c.m[string(vkey)]
+	if !ok && c.whole[string(wholePrefix(vkey))] {
+		return version{}, true // absent: every record under the prefix is in m
+	}
 	return e, ok
 }
 
@@ -102,6 +123,7 @@ func (c *readCache) put(vkey []byte, gen uint64, latest bool, e version) {
 func (c *readCache) makeRoom() {
 	if len(c.m) >= maxCached {
 		c.m = make(map[string]version)
+		clear(c.whole)
 	}
 }
 
@@ -128,6 +150,28 @@ func (c *readCache) wrote(vkey, val []byte, layer uint64, present bool, gen *uin
 	c.m[string(vkey)] = version{val: bytes.Clone(val), layer: layer, ok: present}
 }
 
+// created records that a write transaction made inode ino, a directory
+// when dir: no name under it, and no xattr of it, exists beyond what
+// later writes record. It moves the generation on, as wrote does.
+func (c *readCache) created(ino Ino, dir bool, gen *uint64) [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	mine := *gen == c.gen
+	c.gen++
+	c.dirty = true
+	if mine {
+		*gen = c.gen
+	}
+	prefixes := [][]byte{xattrInoPrefix(ino)}
+	if dir {
+		prefixes = append(prefixes, dentryDirPrefix(ino))
+	}
+	for _, p := range prefixes {
+		c.whole[string(p)] = true
+	}
+	return prefixes
+}
+
 // forget drops the entries of keys whose version changed in a way the
 // cache does not follow (a failed step's writes, versions dropped
 // outright).
@@ -136,6 +180,7 @@ func (c *readCache) forget(vkeys ...[]byte) {
 	defer c.mu.Unlock()
 	for _, k := range vkeys {
 		delete(c.m, string(k))
+		delete(c.whole, string(wholePrefix(k)))
 	}
 	c.gen++
 	c.dirty = true
@@ -148,6 +193,7 @@ func (c *readCache) settled(kept bool) {
 	defer c.mu.Unlock()
 	if !kept {
 		clear(c.m)
+		clear(c.whole)
 	}
 	c.gen++
 	c.dirty = false

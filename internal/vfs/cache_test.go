@@ -200,3 +200,77 @@ func TestReadCacheFollowsBatches(t *testing.T) {
 		t.Errorf("after restoring the checkpoint /a = %q, want 2", got)
 	}
 }
+
+// TestReadCacheKnowsNewInodes checks the prefixes the cache holds whole:
+// in a directory this Vault created, a missing name and a missing xattr
+// are answered without the engine; names and xattrs added later are seen;
+// and a step that fails takes back what it created.
+func TestReadCacheKnowsNewInodes(t *testing.T) {
+	eng := &viewCountingEngine{Engine: engines.NewMemory()}
+	v, err := vfs.Create(eng, "mem", vfs.Quota{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	v.CacheReads()
+	f := &fixture{t: t, v: v}
+	f.write("/new/a", "one") // /new and /new/a are made by this Vault
+	if !existsVia(t, v.ViewCached, "/new/a") {
+		t.Fatal("/new/a is missing")
+	}
+	xattr := func(p, name string) (string, error) {
+		var val []byte
+		err := v.ViewCached(func(tx *vfs.Tx) error {
+			a, err := tx.Resolve(p, false)
+			if err == nil {
+				val, err = tx.GetXattr(a.Ino, name)
+			}
+			return err
+		})
+		return string(val), err
+	}
+	before := eng.views
+	if existsVia(t, v.ViewCached, "/new/b") {
+		t.Error("/new/b exists")
+	}
+	if _, err := xattr("/new/a", "security.capability"); !errors.Is(err, syscall.ENODATA) {
+		t.Errorf("xattr of a new file: %v, want ENODATA", err)
+	}
+	if eng.views != before {
+		t.Errorf("lookups under new inodes began %d engine transactions, want 0", eng.views-before)
+	}
+
+	f.write("/new/b", "two")
+	f.update(func(tx *vfs.Tx) error {
+		a, err := tx.Resolve("/new/a", false)
+		if err != nil {
+			return err
+		}
+		return tx.SetXattr(a.Ino, "user.k", []byte("v"), 0)
+	})
+	if !existsVia(t, v.ViewCached, "/new/b") {
+		t.Error("/new/b, written later, is missing")
+	}
+	if got, err := xattr("/new/a", "user.k"); err != nil || got != "v" {
+		t.Errorf("user.k = %q, %v; want v", got, err)
+	}
+
+	// A failed step's inode is not known as empty: its number may come
+	// back, and its records never existed.
+	err = v.Update(func(tx *vfs.Tx) error {
+		if _, err := tx.MkdirAll("/new/c", 0o755); err != nil {
+			return err
+		}
+		if _, err := tx.WriteFile("/new/c/x", []byte("x"), 0o644); err != nil {
+			return err
+		}
+		return errors.New("fail after creating")
+	})
+	if err == nil {
+		t.Fatal("the failing update succeeded")
+	}
+	if existsVia(t, v.ViewCached, "/new/c") {
+		t.Error("/new/c survived its failed update")
+	}
+	checkFsck(t, v)
+}

@@ -136,6 +136,7 @@ func (t *Tx) Mknod(dir Ino, name string, nn NewNode) (Attr, error) {
 	if err := t.putInode(n); err != nil {
 		return Attr{}, err
 	}
+	t.created(n.Ino, n.Type == TypeDir)
 	if err := t.put(dentryVKey(dir, name), encodeDentry(n.Ino, n.Type)); err != nil {
 		return Attr{}, err
 	}
@@ -207,6 +208,7 @@ func (t *Tx) Link(ino, dir Ino, name string) (Attr, error) {
 	if err := t.putInode(n); err != nil {
 		return Attr{}, err
 	}
+	t.created(n.Ino, n.Type == TypeDir)
 	if err := t.put(dentryVKey(dir, name), encodeDentry(n.Ino, n.Type)); err != nil {
 		return Attr{}, err
 	}

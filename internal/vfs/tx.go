@@ -250,6 +250,14 @@ func (t *Tx) inTop(vkey []byte) bool {
 	return hit && e.seg == 0 && e.layer == t.top
 }
 
+// created tells the read cache that this transaction made inode ino (see
+// readCache.whole); a failed step forgets it with its writes.
+func (t *Tx) created(ino Ino, dir bool) {
+	if t.rc.c != nil {
+		t.written = append(t.written, t.rc.c.created(ino, dir, &t.rc.gen)...)
+	}
+}
+
 // wrote tells the read cache what a write made of vkey.
 func (t *Tx) wrote(vkey, val []byte, layer uint64, present bool) {
 	if t.rc.c != nil {
