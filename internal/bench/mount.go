@@ -32,7 +32,9 @@ func Mount(cfg Config) (err error) {
 	home := filepath.Join(work, "home")
 	native := filepath.Join(work, "native")
 	mnt := filepath.Join(work, "mnt")
-	for _, d := range []string{native, mnt} {
+	loopData := filepath.Join(work, "loopdata")
+	loop := filepath.Join(work, "loop")
+	for _, d := range []string{native, mnt, loopData, loop} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -61,6 +63,15 @@ func Mount(cfg Config) (err error) {
 		return fmt.Errorf("avfs mount printed %q: %w", out, err)
 	}
 	defer func() { _, _ = avfs("unmount", mnt) }()
+	stopLoop, err := startLoopback(loopData, loop)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := stopLoop(); err == nil {
+			err = serr
+		}
+	}()
 	// A failing workload shows what the mount's server logged.
 	defer func() {
 		if err != nil {
@@ -73,17 +84,18 @@ func Mount(cfg Config) (err error) {
 	}()
 
 	w := cfg.Out
-	fmt.Fprintf(w, "mount vs native disk (median of %d, same run)\n", reps)
-	// ratioN runs fn n times on each side, alternating which goes first,
-	// so that a slow minute of the machine weighs on both medians alike,
-	// and settles the disks before each run, so that neither side pays
-	// for the other's deferred writes.
+	fmt.Fprintf(w, "mount vs native disk (median of %d, same run; loopback: the same work through go-fuse's\n"+
+		"  pass-through file system on the native disk, what FUSE alone costs here)\n", reps)
+	// ratioN runs fn n times on each side, rotating which goes first,
+	// so that a slow minute of the machine weighs on every median alike,
+	// and settles the disks before each run, so that no side pays for
+	// another's deferred writes.
 	ratioN := func(name, target string, n int, fn func(root string) error) error {
-		var ds [2][]time.Duration
-		roots := [2]string{native, mnt}
+		var ds [3][]time.Duration
+		roots := [3]string{native, mnt, loop}
 		for r := range n {
-			for k := range 2 {
-				i := (r + k) % 2
+			for k := range 3 {
+				i := (r + k) % 3
 				if err := settle(mnt); err != nil {
 					return err
 				}
@@ -94,13 +106,13 @@ func Mount(cfg Config) (err error) {
 				ds[i] = append(ds[i], time.Since(start))
 			}
 		}
-		var d [2]time.Duration
+		var d [3]time.Duration
 		for i := range ds {
 			slices.Sort(ds[i])
 			d[i] = ds[i][len(ds[i])/2]
 		}
-		fmt.Fprintf(w, "  %-34s native %10s  mount %10s  %5.2f× (target %s)\n",
-			name, ms(d[0]), ms(d[1]), float64(d[1])/float64(d[0]), target)
+		fmt.Fprintf(w, "  %-34s native %10s  mount %10s  %5.2f× (target %s)  loopback %5.2f×\n",
+			name, ms(d[0]), ms(d[1]), float64(d[1])/float64(d[0]), target, float64(d[2])/float64(d[0]))
 		return nil
 	}
 	ratio := func(name, target string, fn func(root string) error) error {
@@ -108,7 +120,7 @@ func Mount(cfg Config) (err error) {
 	}
 
 	// Read a source tree: 5,000 files of 4 KiB in 50 directories, warm.
-	for _, root := range []string{native, mnt} {
+	for _, root := range []string{native, mnt, loop} {
 		if err := makeTree(filepath.Join(root, "src"), 50, 100, 4096); err != nil {
 			return err
 		}
@@ -123,7 +135,7 @@ func Mount(cfg Config) (err error) {
 	}
 
 	// A mixed git workload on a 2,000-file repository.
-	for _, root := range []string{native, mnt} {
+	for _, root := range []string{native, mnt, loop} {
 		repo := filepath.Join(root, "repo")
 		if err := makeTree(repo, 40, 50, 2048); err != nil {
 			return err
@@ -153,7 +165,7 @@ git checkout -q other && git status --porcelain >/dev/null && git checkout -q ma
 	for i := range patches {
 		patches[i] = randomBytes(uint64(100+i), 1<<20)
 	}
-	for _, root := range []string{native, mnt} {
+	for _, root := range []string{native, mnt, loop} {
 		if err := os.WriteFile(filepath.Join(root, "big"), randomBytes(8, 50<<20), 0o644); err != nil {
 			return err
 		}

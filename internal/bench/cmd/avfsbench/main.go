@@ -21,7 +21,16 @@ func main() {
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
 	sections := flag.String("sections", "layers,io,mount,proxy", "what to measure: layers, io (per engine), mount, proxy")
 	slowReps := flag.Int("mount-reps", 5, "repetitions for the mount section (it runs real workloads)")
+	// How the mount section serves its loopback reference (bench.ServeLoopback).
+	loopDir := flag.String("serve-loopback", "", "internal: serve a loopback of this directory at -loopback-at")
+	loopAt := flag.String("loopback-at", "", "internal: the loopback's mountpoint")
 	flag.Parse()
+	if *loopDir != "" {
+		if err := bench.ServeLoopback(*loopDir, *loopAt); err != nil {
+			fail(err)
+		}
+		return
+	}
 
 	scratch := *dir
 	if scratch == "" {
