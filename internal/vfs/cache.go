@@ -127,19 +127,25 @@ func (c *readCache) makeRoom() {
 	}
 }
 
-// wrote records the version a write transaction just gave vkey in layer
-// (absent unless present; layer 0 when no version is left), for the latest
-// state's readers, and moves the generation on. A writer that was current stays current (*gen), so it
-// goes on reading its own changes from the cache.
-func (c *readCache) wrote(vkey, val []byte, layer uint64, present bool, gen *uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// advance moves the generation on for a write. A writer that was current
+// (*gen) stays current, so it goes on reading its own changes from the
+// cache. c.mu is held.
+func (c *readCache) advance(gen *uint64) {
 	mine := *gen == c.gen
 	c.gen++
 	c.dirty = true
 	if mine {
 		*gen = c.gen
 	}
+}
+
+// wrote records the version a write transaction just gave vkey in layer
+// (absent unless present; layer 0 when no version is left), for the latest
+// state's readers.
+func (c *readCache) wrote(vkey, val []byte, layer uint64, present bool, gen *uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advance(gen)
 	if vkey[0] == prefixFile {
 		// A file's chunk map: a streaming write would fill the cache
 		// with records that are seldom read back soon.
@@ -152,16 +158,11 @@ func (c *readCache) wrote(vkey, val []byte, layer uint64, present bool, gen *uin
 
 // created records that a write transaction made inode ino, a directory
 // when dir: no name under it, and no xattr of it, exists beyond what
-// later writes record. It moves the generation on, as wrote does.
+// later writes record. It returns the prefixes it now holds whole.
 func (c *readCache) created(ino Ino, dir bool, gen *uint64) [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	mine := *gen == c.gen
-	c.gen++
-	c.dirty = true
-	if mine {
-		*gen = c.gen
-	}
+	c.advance(gen)
 	prefixes := [][]byte{xattrInoPrefix(ino)}
 	if dir {
 		prefixes = append(prefixes, dentryDirPrefix(ino))

@@ -62,17 +62,25 @@ func existsVia(t *testing.T, view func(func(*vfs.Tx) error) error, p string) boo
 	return found
 }
 
-// TestReadCacheAnswersRepeatedReads checks that a read the cache holds
-// begins no engine transaction, and that a change is seen at once.
-func TestReadCacheAnswersRepeatedReads(t *testing.T) {
+// cachedVault returns a vault in memory with its read cache on, and its
+// engine, which counts read transactions.
+func cachedVault(t *testing.T) (*fixture, *viewCountingEngine) {
+	t.Helper()
 	eng := &viewCountingEngine{Engine: engines.NewMemory()}
 	v, err := vfs.Create(eng, "mem", vfs.Quota{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v.Close()
+	t.Cleanup(func() { v.Close() })
 	v.CacheReads()
-	f := &fixture{t: t, v: v}
+	return &fixture{t: t, v: v}, eng
+}
+
+// TestReadCacheAnswersRepeatedReads checks that a read the cache holds
+// begins no engine transaction, and that a change is seen at once.
+func TestReadCacheAnswersRepeatedReads(t *testing.T) {
+	f, eng := cachedVault(t)
+	v := f.v
 	f.write("/dir/a", "one")
 	statA := func(tx *vfs.Tx) error { _, err := tx.Resolve("/dir/a", false); return err }
 
@@ -206,14 +214,8 @@ func TestReadCacheFollowsBatches(t *testing.T) {
 // are answered without the engine; names and xattrs added later are seen;
 // and a step that fails takes back what it created.
 func TestReadCacheKnowsNewInodes(t *testing.T) {
-	eng := &viewCountingEngine{Engine: engines.NewMemory()}
-	v, err := vfs.Create(eng, "mem", vfs.Quota{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
-	v.CacheReads()
-	f := &fixture{t: t, v: v}
+	f, eng := cachedVault(t)
+	v := f.v
 	f.write("/new/a", "one") // /new and /new/a are made by this Vault
 	if !existsVia(t, v.ViewCached, "/new/a") {
 		t.Fatal("/new/a is missing")
@@ -255,9 +257,35 @@ func TestReadCacheKnowsNewInodes(t *testing.T) {
 		t.Errorf("user.k = %q, %v; want v", got, err)
 	}
 
+	// A new name for an old inode (a hard link) says nothing of its
+	// xattrs: set one, empty the cache (a checkpoint), link, read it back.
+	f.update(func(tx *vfs.Tx) error {
+		a, err := tx.Resolve("/new/b", false)
+		if err != nil {
+			return err
+		}
+		return tx.SetXattr(a.Ino, "user.old", []byte("kept"), 0)
+	})
+	if _, err := v.SaveCheckpoint("cp", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.update(func(tx *vfs.Tx) error {
+		a, err := tx.Resolve("/new/b", false)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Link(a.Ino, vfs.RootIno, "b2")
+		return err
+	})
+	for range 2 { // the first read after the checkpoint fills no cache
+		if got, err := xattr("/b2", "user.old"); err != nil || got != "kept" {
+			t.Errorf("user.old of a linked file = %q, %v; want kept", got, err)
+		}
+	}
+
 	// A failed step's inode is not known as empty: its number may come
 	// back, and its records never existed.
-	err = v.Update(func(tx *vfs.Tx) error {
+	err := v.Update(func(tx *vfs.Tx) error {
 		if _, err := tx.MkdirAll("/new/c", 0o755); err != nil {
 			return err
 		}

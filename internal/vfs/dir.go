@@ -208,7 +208,6 @@ func (t *Tx) Link(ino, dir Ino, name string) (Attr, error) {
 	if err := t.putInode(n); err != nil {
 		return Attr{}, err
 	}
-	t.created(n.Ino, n.Type == TypeDir)
 	if err := t.put(dentryVKey(dir, name), encodeDentry(n.Ino, n.Type)); err != nil {
 		return Attr{}, err
 	}
