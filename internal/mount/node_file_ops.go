@@ -76,16 +76,23 @@ func (n *node) Fsync(ctx context.Context, _ fs.FileHandle, flags uint32) syscall
 const (
 	fallocKeepSize  = 0x01
 	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
 )
 
-// Allocate supports fallocate's default mode (grow the file, the new
-// range reading as zeros) and FALLOC_FL_KEEP_SIZE (nothing to do: the
-// vault allocates on write). Other modes are EOPNOTSUPP.
+// Allocate supports the modes the kernel passes on to a FUSE file system:
+// the default (grow the file, the new range reading as zeros),
+// FALLOC_FL_KEEP_SIZE alone (nothing to do: the vault allocates on
+// write), FALLOC_FL_PUNCH_HOLE (always with KEEP_SIZE) and
+// FALLOC_FL_ZERO_RANGE (vfs.Tx.ZeroRange: whole chunks become holes).
+// The kernel drops its cached pages of the range itself.
 func (n *node) Allocate(ctx context.Context, _ fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
+	zero := false
 	switch mode {
 	case 0:
 	case fallocKeepSize:
 		return 0
+	case fallocPunchHole | fallocKeepSize, fallocZeroRange, fallocZeroRange | fallocKeepSize:
+		zero = true
 	default:
 		return syscall.EOPNOTSUPP
 	}
@@ -106,12 +113,20 @@ func (n *node) Allocate(ctx context.Context, _ fs.FileHandle, off uint64, size u
 	if a.Type != vfs.TypeFile {
 		return syscall.ENODEV
 	}
-	if end <= a.Size {
+	keep := mode&fallocKeepSize != 0
+	if !zero && end <= a.Size {
 		return 0
 	}
+	var growth int64
+	if !keep && end > a.Size {
+		growth = int64(end - a.Size)
+	}
 	defer n.fs.wb.changed()
-	return n.fs.wb.reserveGrowth(int64(end-a.Size), func() syscall.Errno {
+	return n.fs.wb.reserveGrowth(growth, func() syscall.Errno {
 		return n.fs.update("fallocate", func(tx *vfs.Tx) error {
+			if zero {
+				return tx.ZeroRange(n.ino(), off, size, keep)
+			}
 			_, err := tx.SetAttr(n.ino(), vfs.SetAttr{Size: &end})
 			return err
 		})

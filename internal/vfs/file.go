@@ -139,6 +139,61 @@ func (t *Tx) Write(ino Ino, off int64, data []byte) (int, error) {
 	return len(data), t.putInode(n)
 }
 
+// ZeroRange makes length bytes of file ino from off read as zeros, as
+// fallocate's FALLOC_FL_PUNCH_HOLE and FALLOC_FL_ZERO_RANGE do: chunks
+// the range covers become holes, the others are rewritten. With keepSize
+// the file keeps its size and nothing past its end changes; without it
+// the file grows to off+length when that is past its end.
+func (t *Tx) ZeroRange(ino Ino, off, length uint64, keepSize bool) error {
+	const op = "fallocate"
+	if err := t.writable(op); err != nil {
+		return err
+	}
+	n, err := t.fileInode(op, ino)
+	if err != nil {
+		return err
+	}
+	end := off + length
+	if length == 0 || end < off {
+		return errs.E(op, "", syscall.EINVAL)
+	}
+	newSize := n.Size
+	if !keepSize {
+		newSize = max(n.Size, end)
+	}
+	if err := t.checkFileSize(op, "", newSize); err != nil {
+		return err
+	}
+	if err := t.charge(op, "", int64(newSize-n.Size), 0); err != nil {
+		return err
+	}
+	// Past the old end everything reads as zeros already.
+	for pos := off; pos < min(end, n.Size); {
+		index := pos / ChunkSize
+		start := index * ChunkSize
+		lo, hi := pos-start, min(end, start+ChunkSize)-start
+		pos = start + hi
+		var buf []byte // all zeros: a hole
+		if lo > 0 || hi < min(ChunkSize, n.Size-start) {
+			old, err := t.chunkData(n, index)
+			if err != nil {
+				return err
+			}
+			if uint64(len(old)) <= lo {
+				continue // the stored bytes end before the range
+			}
+			buf = bytes.Clone(old)
+			clear(buf[lo:min(hi, uint64(len(buf)))])
+		}
+		if err := t.putChunk(n, index, buf); err != nil {
+			return err
+		}
+	}
+	n.Size = newSize
+	n.Mtime, n.Ctime = t.now, t.now
+	return t.putInode(n)
+}
+
 // putChunk stores data as chunk index of n in the top layer. Data is kept
 // once per vault file under its hash, without its trailing zeros (they read
 // back as zeros), so equal content always has equal hashes; an all-zero

@@ -1,0 +1,97 @@
+package mount_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// TestFallocate runs the same fallocate(2) calls on a file in the mount
+// and on one on the native disk, and compares what each call returns and
+// what the files then hold. The file is read before every call, so the
+// kernel's cached pages of a zeroed range must go too.
+func TestFallocate(t *testing.T) {
+	const C = vfs.ChunkSize
+	for _, engine := range []string{"sqlite", "bolt"} {
+		t.Run(engine, func(t *testing.T) {
+			if testing.Short() && engine != "sqlite" {
+				t.Skip("-short: sqlite only")
+			}
+			f := mountVault(t, engine, false)
+			base := make([]byte, 3*C+C/2)
+			for i := range base {
+				base[i] = byte(i%251 + 1)
+			}
+			size := int64(len(base))
+			open := func(dir string) *os.File {
+				p := filepath.Join(dir, "f")
+				if err := os.WriteFile(p, base, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				fd, err := os.OpenFile(p, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { fd.Close() })
+				return fd
+			}
+			native, mounted := open(t.TempDir()), open(f.mnt)
+			for _, c := range []struct {
+				name     string
+				mode     uint32
+				off, len int64
+			}{
+				{"grow", 0, size - 10, 2 * C},
+				{"reserve inside", unix.FALLOC_FL_KEEP_SIZE, 0, C},
+				{"punch inside one chunk", unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, 100, 1000},
+				{"punch across a boundary", unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, C - 10, 20},
+				{"punch a whole chunk", unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, C, C},
+				{"punch past the end", unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, 4*C + 7, 3 * C},
+				{"punch without keep size", unix.FALLOC_FL_PUNCH_HOLE, 0, 10},
+				{"zero a range", unix.FALLOC_FL_ZERO_RANGE, 2*C + 3, 100},
+				{"zero past the end, growing", unix.FALLOC_FL_ZERO_RANGE, 5 * C, C + 1},
+				{"zero past the end, keeping size", unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE, 7 * C, C},
+				{"an empty range", unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, 0, 0},
+			} {
+				var errs [2]error
+				for i, fd := range []*os.File{native, mounted} {
+					if _, err := fd.ReadAt(make([]byte, 8*C), 0); err != nil && !errors.Is(err, io.EOF) {
+						t.Fatal(err)
+					}
+					errs[i] = unix.Fallocate(int(fd.Fd()), c.mode, c.off, c.len)
+				}
+				if errs[0] != errs[1] {
+					t.Errorf("%s: the mount returned %v, the native disk %v", c.name, errs[1], errs[0])
+				}
+				want, err := os.ReadFile(native.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := os.ReadFile(mounted.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s: the mount holds %d bytes, the native disk %d, first difference at %d",
+						c.name, len(got), len(want), firstDifference(got, want))
+				}
+			}
+		})
+	}
+}
+
+func firstDifference(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
