@@ -95,3 +95,51 @@ func firstDifference(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestSeekHoles checks SEEK_DATA and SEEK_HOLE through the mount on a
+// file written sparsely and not yet persisted, so its buffered chunks
+// must count: data in chunks 1 and 4, holes elsewhere, the last chunk
+// partial.
+func TestSeekHoles(t *testing.T) {
+	const C = vfs.ChunkSize
+	f := mountVault(t, "sqlite", false)
+	fd, err := os.OpenFile(filepath.Join(f.mnt, "sparse"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	size := int64(5*C + 100)
+	for _, off := range []int64{C + 10, 4 * C} {
+		if _, err := fd.WriteAt([]byte("data"), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fd.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		off    int64
+		whence int
+		want   int64 // -1: ENXIO
+	}{
+		{0, unix.SEEK_DATA, C},
+		{0, unix.SEEK_HOLE, 0},
+		{C + 3, unix.SEEK_DATA, C + 3},
+		{C + 3, unix.SEEK_HOLE, 2 * C},
+		{2 * C, unix.SEEK_DATA, 4 * C},
+		{4*C + 50, unix.SEEK_HOLE, 5 * C},
+		{5 * C, unix.SEEK_DATA, -1},
+		{5*C + 1, unix.SEEK_HOLE, 5*C + 1},
+		{size, unix.SEEK_HOLE, -1},
+	} {
+		got, err := unix.Seek(int(fd.Fd()), c.off, c.whence)
+		if errors.Is(err, unix.ENXIO) {
+			got = -1
+		} else if err != nil {
+			t.Fatalf("lseek(%d, %d): %v", c.off, c.whence, err)
+		}
+		if got != c.want {
+			t.Errorf("lseek(%d, %d) = %d, want %d", c.off, c.whence, got, c.want)
+		}
+	}
+}

@@ -72,6 +72,30 @@ func (n *node) Fsync(ctx context.Context, _ fs.FileHandle, flags uint32) syscall
 	return n.fs.wb.fsync(n.ino())
 }
 
+// lseek(2) whences the kernel asks the file system about.
+const (
+	seekData = 3
+	seekHole = 4
+)
+
+// Lseek answers SEEK_DATA and SEEK_HOLE from the vault's chunk maps
+// (vfs.Tx.Seek), after persisting what the inode has buffered, so that
+// sparse-aware tools (cp, tar) skip the holes.
+func (n *node) Lseek(ctx context.Context, _ fs.FileHandle, off uint64, whence uint32) (uint64, syscall.Errno) {
+	if whence != seekData && whence != seekHole {
+		return 0, syscall.EINVAL
+	}
+	if errno := n.fs.wb.flush(n.ino()); errno != 0 {
+		return 0, errno
+	}
+	var pos uint64
+	errno := n.fs.view("lseek", func(tx *vfs.Tx) (err error) {
+		pos, err = tx.Seek(n.ino(), off, whence == seekHole)
+		return err
+	})
+	return pos, errno
+}
+
 // fallocate(2) modes.
 const (
 	fallocKeepSize  = 0x01

@@ -3,6 +3,7 @@ package vfs
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"syscall"
 
@@ -137,6 +138,72 @@ func (t *Tx) Write(ino Ino, off int64, data []byte) (int, error) {
 	n.Size = newSize
 	n.Mtime, n.Ctime = t.now, t.now
 	return len(data), t.putInode(n)
+}
+
+// Seek finds, from offset off of file ino, the first byte of data (hole
+// false: lseek's SEEK_DATA) or of a hole (hole true: SEEK_HOLE; the end
+// of the file counts as one). Holes are chunks that store nothing, so the
+// answer is chunk-aligned unless it is off itself or the end; a chunk
+// with any data counts as data, as a disk's block does. ENXIO when off is
+// at or past the end. SEEK_DATA skips a run of holes in as many lookups
+// as the run holds chunks that were ever written, not chunks.
+func (t *Tx) Seek(ino Ino, off uint64, hole bool) (uint64, error) {
+	const op = "lseek"
+	n, err := t.fileInode(op, ino)
+	if err != nil {
+		return 0, err
+	}
+	if off >= n.Size {
+		return 0, errs.E(op, "", syscall.ENXIO)
+	}
+	last := (n.Size - 1) / ChunkSize
+	for i := off / ChunkSize; i <= last; i++ {
+		if !hole {
+			next, found, err := t.nextChunkVersion(n, i)
+			if err != nil {
+				return 0, err
+			}
+			if !found || next > last {
+				break
+			}
+			i = next
+		}
+		_, _, ok, err := t.chunkRef(n, i)
+		if err != nil {
+			return 0, err
+		}
+		if ok != hole {
+			return max(off, i*ChunkSize), nil
+		}
+	}
+	if hole {
+		return n.Size, nil
+	}
+	return 0, errs.E(op, "", syscall.ENXIO)
+}
+
+// nextChunkVersion returns the lowest chunk index of n at or past from
+// that has a version in some layer of the state, present or deleted.
+func (t *Tx) nextChunkVersion(n *inode, from uint64) (uint64, bool, error) {
+	end := kv.PrefixEnd(chunkGenPrefix(n.Ino, n.gen))
+	var best uint64
+	found := false
+	for i, seg := range t.c.segs {
+		err := t.txs[i].Scan(chunkVKey(n.Ino, n.gen, from), end, func(k, _ []byte) (bool, error) {
+			vkey, layer, ok := splitVersion(k)
+			if !ok || len(vkey) != 25 || !seg.layers[layer] {
+				return true, nil
+			}
+			if idx := binary.BigEndian.Uint64(vkey[17:]); !found || idx < best {
+				best, found = idx, true
+			}
+			return false, nil
+		})
+		if err != nil {
+			return 0, false, err
+		}
+	}
+	return best, found, nil
 }
 
 // ZeroRange makes length bytes of file ino from off read as zeros, as

@@ -100,3 +100,65 @@ func TestZeroRangeRefusals(t *testing.T) {
 		t.Errorf("after refusals /d/f = %q", got)
 	}
 }
+
+// TestSeek checks SEEK_DATA and SEEK_HOLE against the chunks a file holds,
+// with holes punched over data a checkpoint keeps in a lower layer.
+func TestSeek(t *testing.T) {
+	const C = vfs.ChunkSize
+	size := uint64(6*C + C/2)
+	data := []bool{false, true, true, false, false, true, false} // chunk by chunk
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		f.write("/f", string(bytes.Repeat([]byte("d"), int(size))))
+		if _, err := f.v.SaveCheckpoint("full", ""); err != nil {
+			t.Fatal(err)
+		}
+		var ino vfs.Ino
+		f.update(func(tx *vfs.Tx) error {
+			a, err := tx.Resolve("/f", false)
+			if err != nil {
+				return err
+			}
+			ino = a.Ino
+			for _, r := range [][2]uint64{{0, C}, {3 * C, 2 * C}, {6 * C, C / 2}} {
+				if err := tx.ZeroRange(ino, r[0], r[1], true); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		// want is what lseek should answer, or -1 for ENXIO.
+		want := func(off uint64, hole bool) int64 {
+			if off >= size {
+				return -1
+			}
+			for i := off / C; i < uint64(len(data)); i++ {
+				if data[i] != hole {
+					return int64(max(off, i*C))
+				}
+			}
+			if hole {
+				return int64(size)
+			}
+			return -1
+		}
+		for _, off := range []uint64{0, 10, C, C + 5, 3*C - 1, 3 * C, 4*C + 7, 5 * C, 5*C + 9, 6*C + 1, size - 1, size, size + 10} {
+			for _, hole := range []bool{false, true} {
+				var got int64
+				err := f.v.View(func(tx *vfs.Tx) error {
+					pos, err := tx.Seek(ino, off, hole)
+					got = int64(pos)
+					return err
+				})
+				if errors.Is(err, syscall.ENXIO) {
+					got = -1
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if w := want(off, hole); got != w {
+					t.Errorf("seek from %d (hole %v) = %d, want %d", off, hole, got, w)
+				}
+			}
+		}
+	})
+}
