@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -141,5 +142,76 @@ func TestSeekHoles(t *testing.T) {
 		if got != c.want {
 			t.Errorf("lseek(%d, %d) = %d, want %d", c.off, c.whence, got, c.want)
 		}
+	}
+}
+
+// TestCopyFileRange runs the same copy_file_range(2) calls in the mount
+// and on the native disk, written and unsynced files included, and
+// compares the counts and the files; then cp, which copies with it.
+func TestCopyFileRange(t *testing.T) {
+	const C = vfs.ChunkSize
+	f := mountVault(t, "sqlite", false)
+	native := t.TempDir()
+	src := make([]byte, 3*C+C/2)
+	for i := range src {
+		src[i] = byte(i%241 + 1)
+	}
+	dst := bytes.Repeat([]byte("dst."), C/2)
+	for _, c := range []struct {
+		name          string
+		offIn, offOut int64
+		n             int
+	}{
+		{"the whole file", 0, 0, 1 << 30},
+		{"whole chunks", 0, C, 2 * C},
+		{"unaligned", 10, 7, 100000},
+		{"over the end of the source", 3 * C, 5 * C, 10 * C},
+		{"from past the end", int64(len(src)) + 1, 0, 10},
+	} {
+		var counts [2]int
+		var errs [2]error
+		for i, dir := range []string{native, f.mnt} {
+			for _, file := range []struct {
+				name string
+				data []byte
+			}{{"src", src}, {"dst", dst}} {
+				if err := os.WriteFile(filepath.Join(dir, file.name), file.data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in, err := os.Open(filepath.Join(dir, "src"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := os.OpenFile(filepath.Join(dir, "dst"), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			offIn, offOut := c.offIn, c.offOut
+			counts[i], errs[i] = unix.CopyFileRange(int(in.Fd()), &offIn, int(out.Fd()), &offOut, c.n, 0)
+			in.Close()
+			out.Close()
+		}
+		if counts[0] != counts[1] || errs[0] != errs[1] {
+			t.Errorf("%s: the mount copied %d (%v), the native disk %d (%v)", c.name, counts[1], errs[1], counts[0], errs[0])
+		}
+		want, err := os.ReadFile(filepath.Join(native, "dst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(f.mnt, "dst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: the mount's dst holds %d bytes, the native disk's %d, first difference at %d",
+				c.name, len(got), len(want), firstDifference(got, want))
+		}
+	}
+	if out, err := exec.Command("cp", filepath.Join(f.mnt, "src"), filepath.Join(f.mnt, "copy")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	if got, err := os.ReadFile(filepath.Join(f.mnt, "copy")); err != nil || !bytes.Equal(got, src) {
+		t.Errorf("cp's copy holds %d bytes (%v), want the %d of src", len(got), err, len(src))
 	}
 }

@@ -32,6 +32,7 @@ var (
 	_ = (fs.NodeFsyncer)((*node)(nil))
 	_ = (fs.NodeAllocater)((*node)(nil))
 	_ = (fs.NodeLseeker)((*node)(nil))
+	_ = (fs.NodeCopyFileRanger)((*node)(nil))
 	_ = (fs.NodeGetxattrer)((*node)(nil))
 	_ = (fs.NodeSetxattrer)((*node)(nil))
 	_ = (fs.NodeRemovexattrer)((*node)(nil))

@@ -72,6 +72,59 @@ func (n *node) Fsync(ctx context.Context, _ fs.FileHandle, flags uint32) syscall
 	return n.fs.wb.fsync(n.ino())
 }
 
+// maxCopyRange bounds one copy_file_range served here: the reply carries
+// the count in 32 bits. A multiple of the chunk size, so that a long
+// aligned copy stays aligned from one call to the next.
+const maxCopyRange = 1 << 30
+
+// CopyFileRange serves copy_file_range(2) between two files of the mount
+// from the vault (vfs.Tx.CopyRange): at chunk-aligned offsets whole
+// chunks are shared, not read and written back through the kernel, as cp
+// does for a whole file. What either inode has buffered is persisted
+// first; the kernel drops its cached pages of the written range itself.
+func (n *node) CopyFileRange(ctx context.Context, _ fs.FileHandle, offIn uint64, out *fs.Inode, _ fs.FileHandle, offOut, length, flags uint64) (uint32, syscall.Errno) {
+	if n.fs.readonly {
+		return 0, syscall.EROFS
+	}
+	dst, ok := out.Operations().(*node)
+	if !ok {
+		return 0, syscall.EXDEV
+	}
+	if flags != 0 {
+		return 0, syscall.EINVAL
+	}
+	for _, ino := range []vfs.Ino{n.ino(), dst.ino()} {
+		if errno := n.fs.wb.flush(ino); errno != 0 {
+			return 0, errno
+		}
+	}
+	length = min(length, maxCopyRange)
+	var src, old vfs.Attr
+	if errno := n.fs.view("copy_file_range", func(tx *vfs.Tx) (err error) {
+		if src, err = tx.GetAttr(n.ino()); err == nil {
+			old, err = tx.GetAttr(dst.ino())
+		}
+		return err
+	}); errno != 0 {
+		return 0, errno
+	}
+	var growth int64
+	if offIn < src.Size {
+		if end := offOut + min(length, src.Size-offIn); end > old.Size {
+			growth = int64(end - old.Size)
+		}
+	}
+	var copied uint64
+	defer n.fs.wb.changed()
+	errno := n.fs.wb.reserveGrowth(growth, func() syscall.Errno {
+		return n.fs.update("copy_file_range", func(tx *vfs.Tx) (err error) {
+			copied, err = tx.CopyRange(n.ino(), offIn, dst.ino(), offOut, length)
+			return err
+		})
+	})
+	return uint32(copied), errno
+}
+
 // lseek(2) whences the kernel asks the file system about.
 const (
 	seekData = 3

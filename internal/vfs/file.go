@@ -346,7 +346,7 @@ func (t *Tx) shrink(n *inode, size uint64) error {
 			full--
 		}
 		for i := uint64(0); i < full; i++ {
-			if err := t.copyChunk(&old, n, i); err != nil {
+			if _, err := t.shareChunk(&old, i, n, i); err != nil {
 				return err
 			}
 		}
@@ -366,23 +366,99 @@ func (t *Tx) shrink(n *inode, size uint64) error {
 	return nil
 }
 
-// copyChunk makes chunk index of from also chunk index of to, bringing the
-// data into this vault's file when it lives in a parent's.
-func (t *Tx) copyChunk(from, to *inode, index uint64) error {
-	sum, segIdx, ok, err := t.chunkRef(from, index)
+// maxCopyBytes bounds the bytes CopyRange copies through memory in one
+// call; like copy_file_range(2), it may then copy less than asked.
+const maxCopyBytes = 4 << 20
+
+// CopyRange copies up to length bytes of file src from offIn into file
+// dst at offOut, as copy_file_range(2) does, and returns how many it
+// copied: fewer than asked at the end of src, and at most maxCopyBytes
+// where the two offsets are not both chunk-aligned. Aligned, every whole
+// chunk of the range is shared rather than copied (no data is read or
+// written, as CopyData does); only a partial last chunk is copied. The
+// ranges of one file must not overlap (EINVAL).
+func (t *Tx) CopyRange(src Ino, offIn uint64, dst Ino, offOut, length uint64) (uint64, error) {
+	const op = "copy_file_range"
+	if err := t.writable(op); err != nil {
+		return 0, err
+	}
+	s, err := t.fileInode(op, src)
+	if err != nil {
+		return 0, err
+	}
+	if offIn >= s.Size || length == 0 {
+		return 0, nil
+	}
+	n := min(length, s.Size-offIn)
+	if src == dst && offIn < offOut+n && offOut < offIn+n {
+		return 0, errs.E(op, "", syscall.EINVAL)
+	}
+	aligned := offIn%ChunkSize == 0 && offOut%ChunkSize == 0
+	if !aligned {
+		n = min(n, maxCopyBytes)
+	}
+	d, err := t.fileInode(op, dst)
+	if err != nil {
+		return 0, err
+	}
+	shared := uint64(0) // bytes of whole chunks shared
+	if aligned {
+		shared = n / ChunkSize * ChunkSize
+		newSize := max(d.Size, offOut+shared)
+		if err := t.checkFileSize(op, "", newSize); err != nil {
+			return 0, err
+		}
+		if err := t.charge(op, "", int64(newSize-d.Size), 0); err != nil {
+			return 0, err
+		}
+		for k := uint64(0); k < shared/ChunkSize; k++ {
+			to := offOut/ChunkSize + k
+			ok, err := t.shareChunk(s, offIn/ChunkSize+k, d, to)
+			if err == nil && !ok { // a hole over whatever dst held there
+				err = t.del(chunkVKey(d.Ino, d.gen, to))
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+		d.Size = newSize
+		d.Mtime, d.Ctime = t.now, t.now
+		if err := t.putInode(d); err != nil {
+			return 0, err
+		}
+	}
+	if rest := n - shared; rest > 0 {
+		buf := make([]byte, min(rest, maxCopyBytes))
+		got, err := t.Read(src, int64(offIn+shared), buf)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := t.Write(dst, int64(offOut+shared), buf[:got]); err != nil {
+			return 0, err
+		}
+		return shared + uint64(got), nil
+	}
+	return shared, nil
+}
+
+// shareChunk makes chunk from of s also chunk to of d, bringing the data
+// into this vault's file when it lives in a parent's. A hole in s is left
+// to the caller: it reports false and changes nothing.
+func (t *Tx) shareChunk(s *inode, from uint64, d *inode, to uint64) (bool, error) {
+	sum, segIdx, ok, err := t.chunkRef(s, from)
 	if err != nil || !ok {
-		return err
+		return false, err
 	}
 	if segIdx != 0 {
 		data, err := t.txs[segIdx].Get(chunkKey(sum))
 		if err != nil {
-			return corruptf("chunk %x of inode %d: %v", sum[:8], from.Ino, err)
+			return false, corruptf("chunk %x of inode %d: %v", sum[:8], s.Ino, err)
 		}
 		if err := t.storeChunk(sum, data); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return t.put(chunkVKey(to.Ino, to.gen, index), sum)
+	return true, t.put(chunkVKey(d.Ino, d.gen, to), sum)
 }
 
 // CopyData makes regular file dst hold exactly the content of src by
@@ -414,7 +490,7 @@ func (t *Tx) CopyData(src, dst Ino) error {
 		return err
 	}
 	for i := uint64(0); i*ChunkSize < s.Size; i++ {
-		if err := t.copyChunk(s, d, i); err != nil {
+		if _, err := t.shareChunk(s, i, d, i); err != nil {
 			return err
 		}
 	}

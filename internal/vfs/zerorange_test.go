@@ -162,3 +162,97 @@ func TestSeek(t *testing.T) {
 		}
 	})
 }
+
+// TestCopyRange checks copy_file_range's model against byte slices, in
+// the aligned ranges that share whole chunks and the others: content, a
+// hole copied as a hole, and the count of bytes copied. (Equal chunks are
+// stored once either way, so sharing shows only in the time it saves.)
+func TestCopyRange(t *testing.T) {
+	const C = vfs.ChunkSize
+	pattern := func(n int, salt byte) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i%241) + salt
+		}
+		return b
+	}
+	srcData := pattern(3*C+C/2, 1)
+	clear(srcData[C : 2*C]) // a hole in chunk 1
+	dstData := pattern(2*C+100, 7)
+	cases := []struct {
+		name             string
+		offIn, offOut, n uint64
+		same             bool // copy within src
+		want             uint64
+	}{
+		{"the whole file, aligned", 0, 0, 1 << 40, false, uint64(len(srcData))},
+		{"whole chunks, aligned", 0, C, 2 * C, false, 2 * C},
+		{"a hole over data", C, 0, C, false, C},
+		{"unaligned", 10, 7, 100000, false, 100000},
+		{"from past the end", uint64(len(srcData)), 0, 10, false, 0},
+		{"over the end of src", 3 * C, 5 * C, 10 * C, false, C / 2},
+		{"within one file, apart", 0, 4 * C, C, true, C},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newVault(t, "sqlite")
+			f.write("/src", string(srcData))
+			f.write("/dst", string(dstData))
+			f.update(func(tx *vfs.Tx) error {
+				a, err := tx.Resolve("/src", false)
+				if err != nil {
+					return err
+				}
+				return tx.ZeroRange(a.Ino, C, C, true) // store chunk 1 as a hole
+			})
+			if _, err := f.v.GC(); err != nil {
+				t.Fatal(err)
+			}
+			dst := "/dst"
+			want := bytes.Clone(dstData)
+			source := srcData
+			if c.same {
+				dst, want = "/src", bytes.Clone(srcData)
+			}
+			var got uint64
+			f.update(func(tx *vfs.Tx) error {
+				s, err := tx.Resolve("/src", false)
+				if err != nil {
+					return err
+				}
+				d, err := tx.Resolve(dst, false)
+				if err != nil {
+					return err
+				}
+				got, err = tx.CopyRange(s.Ino, c.offIn, d.Ino, c.offOut, c.n)
+				return err
+			})
+			if got != c.want {
+				t.Errorf("copied %d bytes, want %d", got, c.want)
+			}
+			if end := c.offOut + got; end > uint64(len(want)) {
+				want = append(want, make([]byte, end-uint64(len(want)))...)
+			}
+			if got > 0 {
+				copy(want[c.offOut:], source[c.offIn:c.offIn+got])
+			}
+			if content := f.read(dst); content != string(want) {
+				t.Errorf("%s differs from a slice copied alike (%d bytes, want %d)", dst, len(content), len(want))
+			}
+		})
+	}
+
+	f := newVault(t, "sqlite")
+	f.write("/src", string(srcData))
+	err := f.v.Update(func(tx *vfs.Tx) error {
+		s, err := tx.Resolve("/src", false)
+		if err != nil {
+			return err
+		}
+		_, err = tx.CopyRange(s.Ino, 0, s.Ino, C/2, C)
+		return err
+	})
+	if !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("overlapping ranges of one file: %v, want EINVAL", err)
+	}
+}
