@@ -149,9 +149,20 @@ func vaultStat(t *testing.T, v *vfs.Vault, p string) statOf {
 	return fa
 }
 
-// persisted waits long enough for the write-back cache to persist what is
-// buffered and the batch to commit (idleFlush, commitAfter).
-func persisted() { time.Sleep(1700 * time.Millisecond) }
+// persist has the mount persist everything it buffers, as its background
+// persister does a second after the last write: the fsync of a directory
+// persists every buffered file and commits (writeback.fsyncAll).
+func persist(t *testing.T, mnt string) {
+	t.Helper()
+	d, err := os.Open(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestReadKeepsAttrs: a read never changes what fstat says, also when the
 // file was persisted between the write and the read (the kernel asks for
@@ -169,7 +180,7 @@ func TestReadKeepsAttrs(t *testing.T) {
 	}
 	defer fd.Close()
 	before := fstat(t, fd)
-	persisted()
+	persist(t, f.mnt)
 	got, err := os.ReadFile(p)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back %d bytes, %v", len(got), err)
@@ -247,7 +258,7 @@ func TestCachedAttrsMatchVault(t *testing.T) {
 		seen[n] = lstat(t, at(n))
 	}
 	// The same before and after the write-back persists them.
-	persisted()
+	persist(t, f.mnt)
 	for _, n := range names {
 		if now := lstat(t, at(n)); now != seen[n] {
 			t.Errorf("%s changed while nothing changed it:\nbefore %+v\nafter  %+v", n, seen[n], now)
@@ -280,7 +291,7 @@ for i in 1 2 3 4 5 6 7 8; do echo "file $i" > f$i.txt; done
 git add -A
 git commit -q -m first
 `)
-	persisted() // objects persisted after git stat'ed them
+	persist(t, f.mnt) // objects persisted after git stat'ed them
 	out := filepath.Join(t.TempDir(), "repo.tar")
 	sh(t, f.mnt, "tar cf "+out+" repo")
 }
