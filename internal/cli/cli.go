@@ -242,6 +242,9 @@ func (a *app) home() (*registry.Home, error) {
 	// While a vault is mounted read-write its serving process is its only
 	// writer: writes from here get VaultLocked naming the mountpoint.
 	h.WriteGuard = func(vault string) error { return mount.CheckWriter(h, vault) }
+	// ...and what a command reads or freezes beside it holds every write
+	// made through it, also those its write-back cache still buffers.
+	h.BeforeOpen = func(vault string) error { return mount.Persist(h, vault) }
 	return h, nil
 }
 

@@ -93,7 +93,9 @@ leaves its mounts so, warm for the next run).
 A vault has one writer: while it is mounted read-write, another read-write
 mount or a CLI write fails with VaultLocked naming the mountpoint — unless
 that mount has an idle timeout and is idle: then it ends at once and gives
-way. Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
+way. CLI reads, checkpoints and forks of a mounted vault first ask the mount
+to persist what it buffers, so they see every write made through it.
+Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			if err := mount.Available(); err != nil {
@@ -230,6 +232,7 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	h.WriteGuard = nil // this process is the vault's writer
+	h.BeforeOpen = nil
 	// A soft limit for the Go heap of the serving process: the write-back
 	// budget (64 MiB) and SQLite's page caches are its live memory, and
 	// without a limit the collector lets a streaming write grow the heap

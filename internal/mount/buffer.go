@@ -57,6 +57,7 @@ func (w *writeback) write(ino vfs.Ino, data []byte, off int64) (int, syscall.Err
 	}
 	f.size = max(f.size, end)
 	f.mtime = time.Now()
+	f.ctime = f.mtime
 	w.mu.Lock()
 	f.last = f.mtime
 	f.mem += grown

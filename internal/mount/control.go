@@ -206,6 +206,36 @@ func Call(h *registry.Home, mountpoint, op string, args, result any) error {
 	return nil
 }
 
+// Persist asks the live read-write mount of vault, if there is one, to
+// persist everything written through it (the "flush" op): a reader that
+// opens the vault beside the mount (the CLI's cat, export, checkpoint
+// save) then sees every write made through the mount before it asked,
+// not the server's last commit with files still empty. A mount without
+// a control socket is fsynced instead. It returns nil when no mount
+// serves vault, and the server's error when it failed to persist.
+func Persist(h *registry.Home, vault string) error {
+	mnt, live := Writer(h, vault)
+	if !live || mnt == "" {
+		return nil
+	}
+	err := Call(h, mnt, "flush", nil, nil)
+	if !errors.Is(err, ErrNoControl) {
+		return err
+	}
+	if !IsAvfsMount(mnt) {
+		return nil // a server ending, or detached: it persists as it goes
+	}
+	d, err := os.Open(mnt)
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "persist", Path: mnt, Vault: vault, Err: err}
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "persist", Path: mnt, Vault: vault, Err: err}
+	}
+	return nil
+}
+
 // callTimeout bounds one control request.
 const callTimeout = 10 * time.Minute
 

@@ -226,7 +226,7 @@ func (n *node) Setattr(ctx context.Context, _ fs.FileHandle, in *fuse.SetAttrIn,
 				if s.Mtime != nil {
 					f.mtime = *s.Mtime
 				}
-				a.Size = f.size
+				f.show(&a)
 			}
 		})
 		if errno == 0 {

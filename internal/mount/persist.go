@@ -104,7 +104,7 @@ func (w *writeback) persist(files []*wfile) error {
 			for i, data := range f.chunks {
 				chunks = append(chunks, vfs.Chunk{Index: i, Data: data})
 			}
-			err := tx.WriteChunks(f.ino, f.size, f.mtime, chunks)
+			err := tx.WriteChunks(f.ino, f.size, f.mtime, f.ctime, chunks)
 			if errs.Errno(err) == syscall.ENOENT {
 				gone[f.ino] = true // unlinked: its data went with it
 				continue

@@ -260,6 +260,10 @@ func (s *Session) mount() error {
 		AttrTimeout:     &timeout,
 		NegativeTimeout: &timeout,
 		RootStableAttr:  &fs.StableAttr{Ino: uint64(vfs.RootIno)},
+		// Every mode reaches the kernel as stored: go-fuse would show
+		// 0000 as 0644 (0755 for a directory), and the kernel checks
+		// permissions against what it is shown.
+		NullPermissions: true,
 		Logger:          logger,
 		MountOptions: fuse.MountOptions{
 			FsName:            "avfs:" + o.Vault,

@@ -75,6 +75,10 @@ type wfile struct {
 	size   uint64 // size with the buffered writes
 	mtime  time.Time
 	chunks map[uint64][]byte // chunk index → content from the chunk's start
+	// ctime is the time of the last write: the file's ctime is never
+	// shown or persisted earlier than it (show, vfs.Tx.WriteChunks), so
+	// what the kernel was told stays true once the write is persisted.
+	ctime time.Time
 
 	// Guarded by writeback.mu, so the persister can pick files without
 	// waiting for a batch that holds their locks.
@@ -248,8 +252,23 @@ func (w *writeback) file(ino vfs.Ino) (*wfile, syscall.Errno) {
 	}
 }
 
-// overlay puts a dirty inode's size and mtime into attributes read from
-// the vault; it reports whether the inode had a record.
+// show puts f's buffered size and times into a, attributes read from the
+// vault: the size and mtime of the writes, and a ctime no earlier than
+// the last write's. A persist stores the same (vfs.Tx.WriteChunks), so
+// the attributes the kernel caches do not change when it happens. f.mu
+// is held.
+func (f *wfile) show(a *vfs.Attr) {
+	a.Size = f.size
+	if !f.mtime.IsZero() {
+		a.Mtime = f.mtime
+	}
+	if f.ctime.After(a.Ctime) {
+		a.Ctime = f.ctime
+	}
+}
+
+// overlay puts a dirty inode's size and times into attributes read from
+// the vault (show); it reports whether the inode had a record.
 func (w *writeback) overlay(a *vfs.Attr) bool {
 	f := w.lookup(a.Ino)
 	if f == nil {
@@ -260,10 +279,7 @@ func (w *writeback) overlay(a *vfs.Attr) bool {
 	if f.state == stateFlushed {
 		return false
 	}
-	a.Size = f.size
-	if !f.mtime.IsZero() {
-		a.Mtime, a.Ctime = f.mtime, f.mtime
-	}
+	f.show(a)
 	return true
 }
 

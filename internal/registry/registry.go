@@ -46,6 +46,11 @@ type Home struct {
 	// read-write) refuses the change. The serving process itself opens its
 	// vault through a Home without one.
 	WriteGuard func(vault string) error
+	// BeforeOpen, when set, is called by Open before it opens a vault; its
+	// error fails the open. The CLI has a live mount of the vault persist
+	// what it buffers (mount.Persist), so every command that reads or
+	// freezes the working state sees every write made through the mount.
+	BeforeOpen func(vault string) error
 }
 
 // guard gives v the Home's WriteGuard for vault name.
@@ -202,8 +207,17 @@ func removeVaultFiles(path string) error {
 	return err
 }
 
-// Open opens vault name. A fork's parents are opened with it.
+// Open opens vault name. A fork's parents are opened with it (without
+// BeforeOpen: a fork reads only their frozen layers).
 func (h *Home) Open(name string) (*vfs.Vault, error) {
+	if h.BeforeOpen != nil {
+		if err := CheckName(name); err != nil {
+			return nil, err
+		}
+		if err := h.BeforeOpen(name); err != nil {
+			return nil, err
+		}
+	}
 	return h.open(name, "")
 }
 

@@ -189,3 +189,42 @@ func TestConcurrentCreateOneWins(t *testing.T) {
 		t.Fatalf("%d creators won", wins)
 	}
 }
+
+// TestBeforeOpen: Open, and Fork for its source, ask BeforeOpen first
+// with the vault's name (the CLI has a mount persist there); its error
+// fails the open. A fork's parents, opened under it, are not asked.
+func TestBeforeOpen(t *testing.T) {
+	h := newHome(t)
+	v, err := h.Create("base", registry.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	var asked []string
+	refuse := errors.New("refused")
+	h.BeforeOpen = func(vault string) error {
+		asked = append(asked, vault)
+		if vault == "nope" {
+			return refuse
+		}
+		return nil
+	}
+	f, err := h.Fork("base", "task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if v, err = h.Open("task"); err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	if _, err := h.Open("nope"); !errors.Is(err, refuse) {
+		t.Errorf("Open with BeforeOpen failing: %v", err)
+	}
+	if _, err := h.Open("../x"); !errs.Is(err, errs.InvalidInput) {
+		t.Errorf("Open of a bad name: %v", err)
+	}
+	if got := strings.Join(asked, " "); got != "base task nope" {
+		t.Errorf("BeforeOpen asked for %q, want %q", got, "base task nope")
+	}
+}

@@ -48,14 +48,17 @@ type Chunk struct {
 }
 
 // WriteChunks stores whole chunks of regular file ino, sets its size to
-// at least size and its mtime to mtime: what a write-back cache persists
-// for a file it buffered (a zero mtime leaves the times alone). The
+// at least size, its mtime to mtime (unless zero) and its ctime to ctime
+// if that is later: what a write-back cache persists for a file it
+// buffered, with the times it reported for the writes, not the time of
+// the persist (which would change a file's ctime while nothing changed
+// it, as a program that compares stats sees it). The
 // caller holds the full content of each chunk (it read the stored part
 // before changing it), so nothing is read back. A chunk that holds what
 // the file already holds there costs a lookup, not a write: programs
 // rewrite whole files to change a part of them. Quotas are charged as
 // Write does. ENOENT means the inode is gone.
-func (t *Tx) WriteChunks(ino Ino, size uint64, mtime time.Time, chunks []Chunk) error {
+func (t *Tx) WriteChunks(ino Ino, size uint64, mtime, ctime time.Time, chunks []Chunk) error {
 	const op = "write"
 	if err := t.writable(op); err != nil {
 		return err
@@ -99,7 +102,10 @@ func (t *Tx) WriteChunks(ino Ino, size uint64, mtime time.Time, chunks []Chunk) 
 	}
 	n.Size = newSize
 	if !mtime.IsZero() {
-		n.Mtime, n.Ctime = mtime, t.now
+		n.Mtime = mtime
+	}
+	if ctime.After(n.Ctime) {
+		n.Ctime = ctime
 	}
 	return t.putInode(n)
 }

@@ -112,8 +112,8 @@ func TestBatchUnsupported(t *testing.T) {
 // TestWriteChunks checks what a write-back cache persists: chunks
 // replace the stored ones whole, an all-zero chunk becomes a hole, a
 // short one reads as zeros past its data, the size grows to cover the
-// chunks and the mtime is set; a checkpoint taken before keeps the old
-// content.
+// chunks, the mtime is set and the ctime is the write's, not the
+// persist's; a checkpoint taken before keeps the old content.
 func TestWriteChunks(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, engine string) {
 		f := newVault(t, engine)
@@ -126,8 +126,9 @@ func TestWriteChunks(t *testing.T) {
 		}
 		ino := resolve(t, f.v, "/f").Ino
 		mtime := time.Unix(1_700_000_000, 0)
+		ctime := time.Now().Add(time.Hour).Round(0) // later than any ctime the file has
 		f.update(func(tx *vfs.Tx) error {
-			return tx.WriteChunks(ino, 4*cs+10, mtime, []vfs.Chunk{
+			return tx.WriteChunks(ino, 4*cs+10, mtime, ctime, []vfs.Chunk{
 				{Index: 0, Data: fill('a', cs)},    // its own content
 				{Index: 1, Data: make([]byte, cs)}, // zeros
 				{Index: 2, Data: nil},              // a hole that stays one
@@ -142,8 +143,16 @@ func TestWriteChunks(t *testing.T) {
 		if got := readIn(t, f.v, "before", "/f"); got != string(old) {
 			t.Errorf("the checkpoint taken before: %d bytes, not the %d it held", len(got), len(old))
 		}
-		if a := resolve(t, f.v, "/f"); a.Size != uint64(len(want)) || !a.Mtime.Equal(mtime) {
-			t.Errorf("size %d mtime %v, want %d and %v", a.Size, a.Mtime, len(want), mtime)
+		if a := resolve(t, f.v, "/f"); a.Size != uint64(len(want)) || !a.Mtime.Equal(mtime) || !a.Ctime.Equal(ctime) {
+			t.Errorf("size %d mtime %v ctime %v, want %d, %v and %v", a.Size, a.Mtime, a.Ctime, len(want), mtime, ctime)
+		}
+		// A write older than the file's last change (a chmod after it)
+		// leaves its ctime.
+		f.update(func(tx *vfs.Tx) error {
+			return tx.WriteChunks(ino, 4*cs+10, mtime, mtime, []vfs.Chunk{{Index: 4, Data: fill('f', 10)}})
+		})
+		if a := resolve(t, f.v, "/f"); !a.Ctime.Equal(ctime) {
+			t.Errorf("ctime %v after an older write, want %v kept", a.Ctime, ctime)
 		}
 	})
 }
@@ -176,7 +185,7 @@ func TestWriteChunksUnchanged(t *testing.T) {
 		for _, i := range chunks {
 			cs = append(cs, vfs.Chunk{Index: uint64(i), Data: content[i*vfs.ChunkSize : (i+1)*vfs.ChunkSize]})
 		}
-		if err := v.Update(func(tx *vfs.Tx) error { return tx.WriteChunks(ino, uint64(len(content)), time.Now(), cs) }); err != nil {
+		if err := v.Update(func(tx *vfs.Tx) error { return tx.WriteChunks(ino, uint64(len(content)), time.Now(), time.Now(), cs) }); err != nil {
 			t.Fatal(err)
 		}
 		return maps.Clone(eng.puts)
