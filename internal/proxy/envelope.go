@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentvfs/agentvfs/internal/atomicfile"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
 )
@@ -171,18 +172,15 @@ func checkID(id string) error {
 	return nil
 }
 
-// Put writes a run atomically (write to a temporary file, rename).
+// Put writes a run atomically and durably (atomicfile): a record that was
+// written survives a crash, whole.
 func (s *Store) Put(e *Envelope) error {
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
 	}
-	tmp := s.path(e.ID) + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: tmp, Err: err}
-	}
-	if err := os.Rename(tmp, s.path(e.ID)); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: tmp, Err: err}
+	if err := atomicfile.Write(s.path(e.ID), append(b, '\n'), 0o600); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentvfs/agentvfs/internal/cli"
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/fsynctest"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 )
@@ -555,4 +557,34 @@ func (e *env) mounts() []mount.Info {
 		e.t.Fatal(err)
 	}
 	return r.Mounts
+}
+
+// TestStorePutIsDurable: a run record is replaced with an fsync of the
+// record and of its directory; a disk that fails the fsync fails Put and
+// leaves the record as it was.
+func TestStorePutIsDurable(t *testing.T) {
+	s := fsynctest.Mount(t)
+	store, err := proxy.NewStore(s.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &proxy.Envelope{SchemaVersion: proxy.SchemaVersion, Kind: proxy.Kind, ID: "r1"}
+	e.Result.State = proxy.StateAwaitingApproval
+	if err := store.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	tmp := func(p string) bool { return strings.HasPrefix(p, "proxy/runs/.r1.json.tmp-") }
+	if s.FileSyncs(tmp) != 1 || s.DirSyncs("proxy/runs") != 1 {
+		t.Errorf("Put synced the record %d times and its directory %d times, want 1 and 1", s.FileSyncs(tmp), s.DirSyncs("proxy/runs"))
+	}
+	e.Result.State = proxy.StateCompleted
+	s.Fail(true)
+	err = store.Put(e)
+	s.Fail(false)
+	if !errs.Is(err, errs.IoError) {
+		t.Fatalf("Put on a failing disk: %v, want IoError", err)
+	}
+	if got, err := store.Get("r1"); err != nil || got.Result.State != proxy.StateAwaitingApproval {
+		t.Fatalf("the record after a failed Put: %+v, %v; want the old one", got, err)
+	}
 }
