@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,7 +126,7 @@ way. Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" 
 			if foreground {
 				return a.serveMount(h, name, mnt, sa, readyFD)
 			}
-			return a.startMount(h, name, mnt, sa)
+			return a.startMount(a.ctx, h, name, mnt, sa)
 		}),
 	}
 	f := c.Flags()
@@ -139,8 +140,10 @@ way. Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" 
 }
 
 // startMount starts `avfs mount --foreground` in a new session and waits
-// for it to report the mount ready.
-func (a *app) startMount(h *registry.Home, name, mnt string, sa serverArgs) (any, error) {
+// for it to report the mount ready. When ctx ends first, the server gets
+// SIGTERM (it unmounts, if it got that far, and exits) and the error is
+// Interrupted.
+func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string, sa serverArgs) (any, error) {
 	exe, err := MountExecutable()
 	if err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
@@ -181,8 +184,33 @@ func (a *app) startMount(h *registry.Home, name, mnt string, sa serverArgs) (any
 	pw.Close()
 	// Reap the server if it exits while this process lives (tests run the
 	// command line in-process); otherwise it outlives us by design.
-	go func() { _ = cmd.Wait() }()
-	msg, err := readReady(pr, mountReadyTimeout)
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	type report struct {
+		msg readyMsg
+		err error
+	}
+	ready := make(chan report, 1)
+	go func() {
+		msg, err := readReady(pr, mountReadyTimeout)
+		ready <- report{msg, err}
+	}()
+	var msg readyMsg
+	select {
+	case r := <-ready:
+		msg, err = r.msg, r.err
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(mountReadyTimeout):
+			_ = cmd.Process.Kill()
+		}
+		return nil, errs.Stopped(ctx, "mount")
+	}
 	if err != nil || !msg.Ready {
 		_ = cmd.Process.Kill()
 		if err == nil {

@@ -25,7 +25,10 @@ const SchemaVersion = 1
 const Kind = "proxy_exec_result"
 
 // The states of a run. A run moves through the stages in order and ends in
-// one of the terminal states.
+// one of the terminal states: completed (the command ran and exited by
+// itself), timed_out (its --timeout stopped it), interrupted (SIGINT or
+// SIGTERM to avfs, or the end of the caller's context, stopped the command
+// or a stage before it), denied, awaiting_approval, failed.
 const (
 	StateRequest          = "request"
 	StateClassify         = "classify"
@@ -35,6 +38,8 @@ const (
 	StateSummarize        = "summarize"
 	StateReport           = "report"
 	StateCompleted        = "completed"
+	StateTimedOut         = "timed_out"
+	StateInterrupted      = "interrupted"
 	StateDenied           = "denied"
 	StateAwaitingApproval = "awaiting_approval"
 	StateFailed           = "failed"

@@ -226,7 +226,7 @@ func TestTimeoutKeepsOutput(t *testing.T) {
 	e := newEnv(t)
 	env := e.exec(124, "", "--timeout", "500ms", "--grace", "200ms", "--", "sh", "-c", "echo start; sleep 30")
 	r := env.Result
-	if !r.TimedOut || r.Stdout != "start\n" || r.Signal == nil || *r.Signal != "SIGTERM" || env.Success {
+	if r.State != proxy.StateTimedOut || !r.TimedOut || r.Stdout != "start\n" || r.Signal == nil || *r.Signal != "SIGTERM" || env.Success {
 		t.Fatalf("timed out run: %+v", r)
 	}
 	if r.DurationMs > 10000 {
@@ -234,7 +234,7 @@ func TestTimeoutKeepsOutput(t *testing.T) {
 	}
 	// A command that ignores SIGTERM is killed after the grace period.
 	env = e.exec(124, "", "--timeout", "300ms", "--grace", "200ms", "--shell", "trap '' TERM; echo x; sleep 30")
-	if r := env.Result; !r.TimedOut || r.Signal == nil || *r.Signal != "SIGKILL" || r.Stdout != "x\n" {
+	if r := env.Result; r.State != proxy.StateTimedOut || !r.TimedOut || r.Signal == nil || *r.Signal != "SIGKILL" || r.Stdout != "x\n" {
 		t.Fatalf("SIGTERM-proof run: %+v", r)
 	}
 }

@@ -20,7 +20,8 @@ type UndoResult struct {
 // undoable reports whether a run left a checkpoint that undo restores.
 func undoable(e *Envelope) bool {
 	return e.Result.Checkpoint != nil && e.Result.Checkpoint.Kept && e.Result.UndoneBy == nil &&
-		(e.Result.State == StateCompleted || e.Result.State == StateFailed && e.Result.ExitCode != nil)
+		(e.Result.State == StateCompleted || e.Result.State == StateTimedOut || e.Result.ExitCode != nil &&
+			(e.Result.State == StateFailed || e.Result.State == StateInterrupted))
 }
 
 // Undo returns vault to the state just before run id (the latest
