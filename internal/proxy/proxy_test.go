@@ -27,7 +27,11 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Setenv("AVFS_PROXY_TEST_AS_AVFS", "1") // for the children only
-	os.Exit(m.Run())
+	code := m.Run()
+	if avfsBin.dir != "" {
+		os.RemoveAll(avfsBin.dir)
+	}
+	os.Exit(code)
 }
 
 // env is one avfs home with a vault "v", run in-process. Runs unmount
