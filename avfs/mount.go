@@ -82,9 +82,9 @@ func (h *Home) Mount(ctx context.Context, vault, mountpoint string, opts *MountO
 
 // Unmount unmounts and waits until the serving process has persisted
 // every write, closed the vault and exited. Files still in use fail it
-// with MountBusy; close them and call it again. When ctx ends first the
-// wait is abandoned with an Interrupted error; the server goes on
-// finishing by itself.
+// with MountBusy; close them and call it again. When ctx ends before the
+// unmount, nothing is done; when it ends during the wait, the wait is
+// abandoned with an Interrupted error and the server finishes by itself.
 func (m *Mount) Unmount(ctx context.Context) error {
 	_, err := m.home.run(ctx, "unmount", "unmount", m.Mountpoint)
 	return err

@@ -380,15 +380,33 @@ server finish when the last of them is closed.`,
 				}
 				return nil, &errs.Error{Kind: errs.IoError, Op: "unmount", Path: mnt, Err: err}
 			}
-			if !lazy && !mount.WaitGone(h, mnt, mountReadyTimeout) {
-				return nil, &errs.Error{Kind: errs.IoError, Op: "unmount", Path: mnt,
-					Err: fmt.Errorf("the serving process (pid %d) did not finish", info.PID)}
+			if !lazy {
+				if err := waitGone(a.ctx, h, mnt, info.PID); err != nil {
+					return nil, err
+				}
 			}
 			return unmountResult{Mountpoint: mnt, Vault: info.Vault, PID: info.PID, Lazy: lazy}, nil
 		}),
 	}
 	c.Flags().BoolVar(&lazy, "lazy", false, "detach now even if files are in use (MNT_DETACH)")
 	return c
+}
+
+// waitGone waits up to mountReadyTimeout for the server of an unmounted
+// mount to finish, giving up with Interrupted when ctx ends: the server
+// finishes without us.
+func waitGone(ctx context.Context, h *registry.Home, mnt string, pid int) error {
+	deadline := time.Now().Add(mountReadyTimeout)
+	for !mount.WaitGone(h, mnt, 50*time.Millisecond) {
+		if ctx.Err() != nil {
+			return errs.Stopped(ctx, "unmount")
+		}
+		if time.Now().After(deadline) {
+			return &errs.Error{Kind: errs.IoError, Op: "unmount", Path: mnt,
+				Err: fmt.Errorf("the serving process (pid %d) did not finish", pid)}
+		}
+	}
+	return nil
 }
 
 // mountsResult is the JSON of mounts.
