@@ -38,17 +38,11 @@ func Mount(t testing.TB) *FS {
 		t.Skip("needs root and /dev/fuse")
 	}
 	s := &FS{Dir: t.TempDir(), Backing: t.TempDir(), files: map[string]int{}, dirs: map[string]int{}}
-	root := &fs.LoopbackRoot{Path: s.Backing}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, s: s}
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(s.Backing, &st); err != nil {
+	lb, err := fs.NewLoopbackRoot(s.Backing)
+	if err != nil {
 		t.Fatal(err)
 	}
-	root.Dev = uint64(st.Dev)
-	rootNode := root.NewNode(root, nil, "", &st)
-	root.RootNode = rootNode
+	rootNode := &node{LoopbackNode: lb.(*fs.LoopbackNode), s: s}
 	server, err := fs.Mount(s.Dir, rootNode, &fs.Options{MountOptions: fuse.MountOptions{
 		FsName: "fsynctest", Name: "fsynctest", DirectMount: true,
 	}})
@@ -104,15 +98,21 @@ func (s *FS) synced(m map[string]int, path string) syscall.Errno {
 }
 
 type node struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	s *FS
 }
 
 var (
+	_ = (fs.NodeWrapChilder)((*node)(nil))
 	_ = (fs.NodeFsyncer)((*node)(nil))
 	_ = (fs.NodeOpendirHandler)((*node)(nil))
 	_ = (fs.FileFsyncdirer)((*dirHandle)(nil))
 )
+
+// WrapChild makes every node of the tree one that counts.
+func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &node{LoopbackNode: ops.(*fs.LoopbackNode), s: n.s}
+}
 
 // Fsync of a file: the bridge asks the node before the file handle.
 func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
