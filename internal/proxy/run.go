@@ -13,12 +13,12 @@
 //
 // Each stage is timed in the envelope's stage_ms. The policy decides before
 // anything is touched: a denied run and a run awaiting approval take no
-// checkpoint and no mount. A command stopped by its timeout or by the end
-// of the run's context (Ctrl-C or SIGTERM to avfs) still gets its change
-// summary and its record: its checkpoint undoes what it did. Every run that executes saves a checkpoint of
+// checkpoint and no mount. Every run that executes saves a checkpoint of
 // the state just before it (O(1)): it is the base of the change summary
-// and what `avfs proxy undo` restores. The command runs in a mount served
-// by its own process, never by this one.
+// and what `avfs proxy undo` restores. A command stopped by its timeout or
+// by the end of the run's context (Ctrl-C or SIGTERM to avfs) still gets
+// its summary and its record, so that undo can take back what it did. The
+// command runs in a mount served by its own process, never by this one.
 package proxy
 
 import (
