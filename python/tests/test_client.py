@@ -217,7 +217,7 @@ def test_proxy_outcomes_are_envelopes(avfs: Avfs, fuse: None) -> None:
     assert exc.value.error == "ApprovalRejected"
 
     states = [r.state for r in avfs.proxy_history(vault="v").runs]
-    assert states == ["denied", "completed", "awaiting_approval", "completed", "awaiting_approval"]
+    assert states == ["denied", "timed_out", "awaiting_approval", "completed", "awaiting_approval"]
     assert len(avfs.proxy_history(vault="v", limit=2).runs) == 2
 
 
