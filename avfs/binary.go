@@ -68,7 +68,9 @@ func (h *Home) run(ctx context.Context, op string, args ...string) ([]byte, erro
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
-	if runErr == nil {
+	if runErr == nil || cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		// Done, even if ctx ended as it finished (Run then reports ctx's
+		// error): a mount it started must not be left unknown.
 		return stdout.Bytes(), nil
 	}
 	if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,4 +109,93 @@ func waitForArgv(wait time.Duration, argv ...string) bool {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestExecContextBeforeCommand: a ctx that ends while the run's mount is
+// starting stops the mount's server and runs nothing: the run is recorded
+// as interrupted, with no exit code, and leaves no mount or server. The
+// cancel races the mount's start; an attempt whose mount won (the command
+// started, and was then stopped) is checked too and tried again.
+func TestExecContextBeforeCommand(t *testing.T) {
+	needMount(t)
+	t.Parallel()
+	h := newTestHome(t)
+	for attempt := range 5 {
+		vault := fmt.Sprint("b", attempt)
+		newVault(t, h, vault)
+		logs, _ := filepath.Glob(filepath.Join(h.Dir(), "mounts", "*.log"))
+		for _, l := range logs {
+			os.Remove(l)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		starting := make(chan bool, 1) // the mount's start was seen
+		go func() {
+			defer cancel()
+			// The mount's log is opened just before its server starts.
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				if logs, _ := filepath.Glob(filepath.Join(h.Dir(), "mounts", "*.log")); len(logs) > 0 {
+					starting <- true
+					return
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			starting <- false
+		}()
+		env, err := h.Exec(ctx, avfs.ExecRequest{Vault: vault, Shell: "echo ran > ran.txt; sleep 20", Linger: avfs.NoLinger})
+		if !<-starting {
+			t.Fatalf("the mount's start was not seen: %+v, %v", env, err)
+		}
+		wantKind(t, err, avfs.Interrupted)
+		if env == nil || env.Result.State != avfs.StateInterrupted {
+			t.Fatalf("a run interrupted while mounting: %+v", env)
+		}
+		left := func() int {
+			return findProcess(func(argv []string) bool { return slices.Contains(argv, h.Dir()) })
+		}
+		for i := 0; i < 100 && left() != 0; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if pid := left(); pid != 0 {
+			t.Fatalf("a process of the run (pid %d) still runs", pid)
+		}
+		if mounts, err := h.Mounts(); err != nil || len(mounts) != 0 {
+			t.Fatalf("mounts after the interrupted run: %+v, %v", mounts, err)
+		}
+		if env.Result.ExitCode != nil {
+			t.Logf("attempt %d: the mount was ready before the cancel", attempt)
+			continue
+		}
+		if env.Result.Error == nil || env.Result.Error.Error != string(avfs.Interrupted) {
+			t.Errorf("the run's error: %+v, want Interrupted", env.Result.Error)
+		}
+		v, err := h.Open(vault)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		if _, err := v.Stat("/ran.txt"); !avfs.IsKind(err, avfs.NotFound) {
+			t.Errorf("the command ran: %v", err)
+		}
+		return
+	}
+	t.Fatal("in 5 attempts the mount was always ready before the cancel")
+}
+
+// findProcess returns the pid of a running process (not a zombie) whose
+// argv keep accepts, or 0.
+func findProcess(keep func(argv []string) bool) int {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if keep(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")) {
+			var pid int
+			fmt.Sscanf(filepath.Base(filepath.Dir(p)), "%d", &pid)
+			return pid
+		}
+	}
+	return 0
 }
