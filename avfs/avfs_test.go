@@ -310,7 +310,7 @@ func TestExec(t *testing.T) {
 	if err != nil || env.Request.Timeout != "5m0s" {
 		t.Fatalf("run: %+v, %v", env, err)
 	}
-	u, err := h.Undo("", env.ID)
+	u, err := h.Undo(ctx, "", env.ID)
 	if err != nil || u.Vault != "e" || !slices.Equal(u.Undone, []string{env.ID}) {
 		t.Fatalf("Undo = %+v, %v", u, err)
 	}

@@ -60,7 +60,13 @@ func TestExecContext(t *testing.T) {
 	if waitForArgv(0, "sleep", marker) {
 		t.Errorf("the command still runs after Exec returned")
 	}
-	if _, err := h.Undo("c", env.ID); err != nil {
+	// Undo with the ended ctx changes nothing; with a live one it undoes.
+	_, err = h.Undo(ctx, "c", env.ID)
+	wantKind(t, err, avfs.Interrupted)
+	if _, err := v.Stat("/x.txt"); err != nil {
+		t.Errorf("an Undo with an ended ctx changed the vault: %v", err)
+	}
+	if _, err := h.Undo(context.Background(), "c", env.ID); err != nil {
 		t.Errorf("undo of the interrupted run: %v", err)
 	}
 

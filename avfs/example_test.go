@@ -226,7 +226,7 @@ func ExampleHome_Exec() {
 	}
 
 	// The run saved a checkpoint first: undo it.
-	if _, err := home.Undo("work", env.ID); err != nil {
+	if _, err := home.Undo(ctx, "work", env.ID); err != nil {
 		log.Fatal(err)
 	}
 	_, err = v.Stat("/status.txt")

@@ -161,8 +161,10 @@ func (h *Home) decide(id string, approve bool) (*Envelope, error) {
 // kept a checkpoint, when id is empty): an O(1) checkpoint restore. Later
 // runs of the vault are undone with it. An empty vault is run id's vault,
 // or the current vault when id is empty too. The vault must not be
-// mounted read-write (VaultLocked).
-func (h *Home) Undo(vault, id string) (*UndoResult, error) {
+// mounted read-write (VaultLocked). A ctx that has ended changes nothing
+// (Interrupted); one that ends while a mount the runs left to linger is
+// waited for stops the wait.
+func (h *Home) Undo(ctx context.Context, vault, id string) (*UndoResult, error) {
 	if vault == "" && id != "" {
 		store, err := proxy.NewStore(h.reg.Dir)
 		if err != nil {
@@ -184,7 +186,7 @@ func (h *Home) Undo(vault, id string) (*UndoResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rt.Undo(vault, id)
+	return rt.Undo(ctx, vault, id)
 }
 
 // runtime is the proxy runtime of this home for vault. Its mounts are

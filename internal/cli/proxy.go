@@ -400,7 +400,7 @@ unmount a mount left by --keep-mount first.`,
 				return nil, err
 			}
 			rt := &proxy.Runtime{Home: h, Store: store}
-			r, err := rt.Undo(vault, id)
+			r, err := rt.Undo(a.ctx, vault, id)
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
@@ -28,14 +29,19 @@ func undoable(e *Envelope) bool {
 // undoable run when id is empty): a restore of its checkpoint, O(1).
 // Later runs on the vault are undone with it and listed. A mount a run
 // left to linger ends first; the vault must not be mounted read-write
-// otherwise (VaultLocked).
-func (rt *Runtime) Undo(vault, id string) (*UndoResult, error) {
+// otherwise (VaultLocked). A ctx that has ended changes nothing
+// (Interrupted); one that ends while a lingering mount is waited for
+// stops the wait.
+func (rt *Runtime) Undo(ctx context.Context, vault, id string) (*UndoResult, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	unlock, err := rt.lockVault(vault)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := mount.EndIdle(rt.Home, vault); err != nil {
+	if err := mount.EndIdle(ctx, rt.Home, vault); err != nil {
 		return nil, err
 	}
 	var out *UndoResult

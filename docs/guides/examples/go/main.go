@@ -107,7 +107,7 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 		if err != nil {
 			return err
 		}
-		if _, err := home.Undo("guide-task", env.ID); err != nil {
+		if _, err := home.Undo(ctx, "guide-task", env.ID); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "undid %q\n", strings.Join(env.Request.Command[2:], " "))
