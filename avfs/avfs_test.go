@@ -1,6 +1,7 @@
 package avfs_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -157,10 +158,11 @@ func TestVaultsAndCheckpoints(t *testing.T) {
 }
 
 func TestBinaryNotFound(t *testing.T) {
+	ctx := context.Background()
 	dir := t.TempDir()
 	h := newTestHome(t, avfs.WithBinary(filepath.Join(dir, "missing")))
 	newVault(t, h, "v")
-	_, err := h.Mount("v", dir, nil)
+	_, err := h.Mount(ctx, "v", dir, nil)
 	wantKind(t, err, avfs.BinaryNotFound)
 	if !strings.Contains(err.Error(), "WithBinary") {
 		t.Errorf("%v does not say where the program was looked for", err)
@@ -168,20 +170,21 @@ func TestBinaryNotFound(t *testing.T) {
 	if !canMount {
 		return // Exec checks FUSE first
 	}
-	_, err = h.Exec(avfs.ExecRequest{Vault: "v", Argv: []string{"true"}})
+	_, err = h.Exec(ctx, avfs.ExecRequest{Vault: "v", Argv: []string{"true"}})
 	wantKind(t, err, avfs.BinaryNotFound)
 
 	t.Setenv("AGENTVFS_BIN", dir) // a directory: named, but not a program
-	_, err = newTestHome(t).Mount("v", dir, nil)
+	_, err = newTestHome(t).Mount(ctx, "v", dir, nil)
 	wantKind(t, err, avfs.BinaryNotFound)
 
 	t.Setenv("AGENTVFS_BIN", "")
 	t.Setenv("PATH", dir) // no avfs on PATH, and this test binary is not avfs
-	_, err = newTestHome(t).Mount("v", dir, nil)
+	_, err = newTestHome(t).Mount(ctx, "v", dir, nil)
 	wantKind(t, err, avfs.BinaryNotFound)
 }
 
 func TestMount(t *testing.T) {
+	ctx := context.Background()
 	needMount(t)
 	t.Parallel()
 	h := newTestHome(t)
@@ -193,31 +196,31 @@ func TestMount(t *testing.T) {
 
 	// Errors of the serving process come back typed, with their context
 	// and the message the CLI prints.
-	_, err := h.Mount("nope", mnt1, nil)
+	_, err := h.Mount(ctx, "nope", mnt1, nil)
 	wantKind(t, err, avfs.VaultNotFound)
 	if got, want := err.Error(), `vault "nope": no vault named "nope" (list vaults with `+"`avfs vault list`)"; got != want {
 		t.Errorf("message %q, want %q", got, want)
 	}
-	_, err = h.Mount("m", filepath.Join(mnt1, "missing"), nil)
+	_, err = h.Mount(ctx, "m", filepath.Join(mnt1, "missing"), nil)
 	if err == nil {
 		t.Fatal("mounted on a missing directory")
 	}
 
-	m, err := h.Mount("m", mnt1, nil)
+	m, err := h.Mount(ctx, "m", mnt1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Unmount()
+	defer m.Unmount(ctx)
 	if m.Vault != "m" || m.PID <= 0 || m.ReadOnly || m.PID == os.Getpid() {
 		t.Errorf("Mount = %+v", m)
 	}
-	_, err = h.Mount("m", mnt2, nil)
+	_, err = h.Mount(ctx, "m", mnt2, nil)
 	wantKind(t, err, avfs.VaultLocked)
 	var e *avfs.Error
 	if errors.As(err, &e) && e.Extra["mountpoint"] != m.Mountpoint {
 		t.Errorf("VaultLocked names %v, want %s", e.Extra["mountpoint"], m.Mountpoint)
 	}
-	ro, err := h.Mount("m", mnt2, &avfs.MountOptions{ReadOnly: true})
+	ro, err := h.Mount(ctx, "m", mnt2, &avfs.MountOptions{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,39 +246,40 @@ func TestMount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, m.Unmount(), avfs.MountBusy)
+	wantKind(t, m.Unmount(ctx), avfs.MountBusy)
 	f.Close()
 	for _, mm := range []*avfs.Mount{m, ro} {
-		if err := mm.Unmount(); err != nil {
+		if err := mm.Unmount(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	wantKind(t, m.Unmount(), avfs.NotMounted)
+	wantKind(t, m.Unmount(ctx), avfs.NotMounted)
 	if err := v.WriteFile("/x", nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestExec(t *testing.T) {
+	ctx := context.Background()
 	needMount(t)
 	t.Parallel()
 	h := newTestHome(t)
 	v := newVault(t, h, "e")
 
-	_, err := h.Exec(avfs.ExecRequest{Argv: []string{"true"}})
+	_, err := h.Exec(ctx, avfs.ExecRequest{Argv: []string{"true"}})
 	wantKind(t, err, avfs.NoActiveVault)
-	env, err := h.Exec(avfs.ExecRequest{Vault: "nope", Argv: []string{"true"}})
+	env, err := h.Exec(ctx, avfs.ExecRequest{Vault: "nope", Argv: []string{"true"}})
 	wantKind(t, err, avfs.VaultNotFound)
 	if env != nil {
 		t.Errorf("a refused request has an envelope: %+v", env)
 	}
-	_, err = h.Exec(avfs.ExecRequest{Vault: "e"})
+	_, err = h.Exec(ctx, avfs.ExecRequest{Vault: "e"})
 	wantKind(t, err, avfs.InvalidInput)
 
 	if err := h.Use("e"); err != nil {
 		t.Fatal(err)
 	}
-	env, err = h.Exec(avfs.ExecRequest{Shell: "echo $X > out; exit 3", Env: []string{"X=42"}, Timeout: avfs.NoTimeout,
+	env, err = h.Exec(ctx, avfs.ExecRequest{Shell: "echo $X > out; exit 3", Env: []string{"X=42"}, Timeout: avfs.NoTimeout,
 		Checkpoint: "never", Stdin: strings.NewReader("ignored")})
 	if err != nil {
 		t.Fatal(err)
@@ -292,21 +296,21 @@ func TestExec(t *testing.T) {
 		t.Errorf("--checkpoint never kept %v", cps)
 	}
 
-	env, err = h.Exec(avfs.ExecRequest{Vault: "e", Argv: []string{"curl", "https://example.com"}})
+	env, err = h.Exec(ctx, avfs.ExecRequest{Vault: "e", Argv: []string{"curl", "https://example.com"}})
 	if err != nil || env.Result.State != avfs.StateAwaitingApproval {
 		t.Fatalf("curl: %+v, %v", env, err)
 	}
 	if env, err = h.Reject(env.ID); err != nil || env.Result.Approval.Status != "rejected" {
 		t.Fatalf("Reject: %+v, %v", env, err)
 	}
-	_, err = h.Exec(avfs.ExecRequest{Vault: "e", Approval: env.ID})
+	_, err = h.Exec(ctx, avfs.ExecRequest{Vault: "e", Approval: env.ID})
 	wantKind(t, err, avfs.ApprovalRejected)
 
-	env, err = h.Exec(avfs.ExecRequest{Vault: "e", Argv: []string{"sh", "-c", "echo 2 > two"}}) // zero Timeout: DefaultTimeout
+	env, err = h.Exec(ctx, avfs.ExecRequest{Vault: "e", Argv: []string{"sh", "-c", "echo 2 > two"}}) // zero Timeout: DefaultTimeout
 	if err != nil || env.Request.Timeout != "5m0s" {
 		t.Fatalf("run: %+v, %v", env, err)
 	}
-	u, err := h.Undo("", env.ID)
+	u, err := h.Undo(ctx, "", env.ID)
 	if err != nil || u.Vault != "e" || !slices.Equal(u.Undone, []string{env.ID}) {
 		t.Fatalf("Undo = %+v, %v", u, err)
 	}

@@ -2,6 +2,7 @@ package avfs
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 )
@@ -46,19 +49,32 @@ func (h *Home) binary(op string) (string, error) {
 }
 
 // run runs `avfs --json --home DIR ARGS...` and returns its document. A
-// failure is the *Error its error document describes.
-func (h *Home) run(op string, args ...string) ([]byte, error) {
+// failure is the *Error its error document describes. When ctx ends the
+// program gets SIGTERM, which it handles as Ctrl-C (it stops what it
+// started and says so), and SIGKILL if it has not exited 5 s later; the
+// error is then Interrupted.
+func (h *Home) run(ctx context.Context, op string, args ...string) ([]byte, error) {
 	bin, err := h.binary(op)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, append([]string{"--json", "--home", h.reg.Dir}, args...)...)
+	if ctx.Err() != nil {
+		return nil, errs.Stopped(ctx, op)
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--json", "--home", h.reg.Dir}, args...)...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), "AVFS_HOME="+h.reg.Dir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
-	if runErr == nil {
+	if runErr == nil || cmd.ProcessState != nil && cmd.ProcessState.Success() {
+		// Done, even if ctx ended as it finished (Run then reports ctx's
+		// error): a mount it started must not be left unknown.
 		return stdout.Bytes(), nil
+	}
+	if ctx.Err() != nil {
+		return nil, errs.Stopped(ctx, op)
 	}
 	var doc struct {
 		Error   Kind   `json:"error"`

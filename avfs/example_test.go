@@ -1,6 +1,7 @@
 package avfs_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -201,6 +202,7 @@ func ExampleVault_Diff() {
 }
 
 func ExampleHome_Exec() {
+	ctx := context.Background() // ending it stops the command, as Ctrl-C stops `avfs proxy exec`
 	home, cleanup := newHome()
 	defer cleanup()
 	v, err := home.Create("work", nil)
@@ -212,7 +214,7 @@ func ExampleHome_Exec() {
 
 	// The policy allows this behind a checkpoint; the command runs in a
 	// mount of the vault, and the envelope lists what it changed.
-	env, err := home.Exec(avfs.ExecRequest{Vault: "work", Shell: "cat notes.txt && echo done > status.txt"})
+	env, err := home.Exec(ctx, avfs.ExecRequest{Vault: "work", Shell: "cat notes.txt && echo done > status.txt"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -224,14 +226,14 @@ func ExampleHome_Exec() {
 	}
 
 	// The run saved a checkpoint first: undo it.
-	if _, err := home.Undo("work", env.ID); err != nil {
+	if _, err := home.Undo(ctx, "work", env.ID); err != nil {
 		log.Fatal(err)
 	}
 	_, err = v.Stat("/status.txt")
 	fmt.Println("after undo:", avfs.IsKind(err, avfs.NotFound))
 
 	// A command that reaches outside the workspace is denied: nothing runs.
-	env, err = home.Exec(avfs.ExecRequest{Vault: "work", Argv: []string{"cat", "/etc/passwd"}})
+	env, err = home.Exec(ctx, avfs.ExecRequest{Vault: "work", Argv: []string{"cat", "/etc/passwd"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -245,6 +247,7 @@ func ExampleHome_Exec() {
 }
 
 func ExampleHome_Mount() {
+	ctx := context.Background()
 	home, cleanup := newHome()
 	defer cleanup()
 	v, err := home.Create("work", nil)
@@ -258,7 +261,7 @@ func ExampleHome_Mount() {
 		log.Fatal(err)
 	}
 	// Served by its own avfs process until Unmount.
-	m, err := home.Mount("work", dir, nil)
+	m, err := home.Mount(ctx, "work", dir, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -270,7 +273,7 @@ func ExampleHome_Mount() {
 	err = v.WriteFile("/other.txt", nil, 0o644)
 	fmt.Println("write beside the mount:", avfs.KindOf(err))
 
-	if err := m.Unmount(); err != nil {
+	if err := m.Unmount(ctx); err != nil {
 		log.Fatal(err)
 	}
 	b, _ := v.ReadFile("/hello.txt")

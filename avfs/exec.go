@@ -1,6 +1,7 @@
 package avfs
 
 import (
+	"context"
 	"io"
 	"os"
 	"time"
@@ -70,7 +71,13 @@ const (
 
 // The final states of a run (Envelope.Result.State).
 const (
-	StateCompleted        = proxy.StateCompleted
+	StateCompleted = proxy.StateCompleted
+	// StateTimedOut is a command its Timeout stopped.
+	StateTimedOut = proxy.StateTimedOut
+	// StateInterrupted is a run that the end of Exec's ctx stopped: the
+	// command (SIGTERM to its group, SIGKILL after Grace), or a stage
+	// before it.
+	StateInterrupted      = proxy.StateInterrupted
 	StateDenied           = proxy.StateDenied
 	StateAwaitingApproval = proxy.StateAwaitingApproval
 	StateFailed           = proxy.StateFailed
@@ -84,14 +91,21 @@ const (
 // after), the command runs in its own process group with its working
 // directory in the mount, and the paths it changed are listed.
 //
+// When ctx ends (cancelled, or its deadline passed) the run stops as on a
+// timeout: the command's process group gets SIGTERM, then SIGKILL after
+// Grace; its changes are still listed and the run recorded, in state
+// StateInterrupted, and err is an Interrupted error for which errors.Is
+// finds ctx's error (context.Canceled, context.DeadlineExceeded).
+//
 // Every recorded run returns its envelope; the command's exit code is in
 // Result.ExitCode and Success says whether it completed with 0. A command
 // that fails is not an error. err is set when the run itself failed
-// (Result.State "failed", with the envelope) or the request was refused
-// before it was recorded (no envelope): VaultNotFound, InvalidInput,
-// VaultLocked (another run holds the vault), FuseUnavailable,
-// BinaryNotFound, or an Approval* kind for an unusable Approval.
-func (h *Home) Exec(req ExecRequest) (*Envelope, error) {
+// (Result.State "failed", with the envelope), was interrupted (with the
+// envelope), or the request was refused before it was recorded (no
+// envelope): VaultNotFound, InvalidInput, VaultLocked (another run holds
+// the vault), FuseUnavailable, BinaryNotFound, Interrupted, or an
+// Approval* kind for an unusable Approval.
+func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 	if req.Vault == "" {
 		v, err := h.reg.Current()
 		if err != nil {
@@ -120,7 +134,7 @@ func (h *Home) Exec(req ExecRequest) (*Envelope, error) {
 	case req.Linger < 0:
 		req.Linger = 0
 	}
-	return rt.Exec(proxy.Request{
+	return rt.Exec(ctx, proxy.Request{
 		Vault: req.Vault, Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd,
 		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
 		Checkpoint: req.Checkpoint, Env: req.Env, Stdin: req.Stdin,
@@ -147,8 +161,10 @@ func (h *Home) decide(id string, approve bool) (*Envelope, error) {
 // kept a checkpoint, when id is empty): an O(1) checkpoint restore. Later
 // runs of the vault are undone with it. An empty vault is run id's vault,
 // or the current vault when id is empty too. The vault must not be
-// mounted read-write (VaultLocked).
-func (h *Home) Undo(vault, id string) (*UndoResult, error) {
+// mounted read-write (VaultLocked). A ctx that has ended changes nothing
+// (Interrupted); one that ends while a mount the runs left to linger is
+// waited for stops the wait.
+func (h *Home) Undo(ctx context.Context, vault, id string) (*UndoResult, error) {
 	if vault == "" && id != "" {
 		store, err := proxy.NewStore(h.reg.Dir)
 		if err != nil {
@@ -170,7 +186,7 @@ func (h *Home) Undo(vault, id string) (*UndoResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rt.Undo(vault, id)
+	return rt.Undo(ctx, vault, id)
 }
 
 // runtime is the proxy runtime of this home for vault. Its mounts are
@@ -186,12 +202,12 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	}
 	return &proxy.Runtime{
 		Home: h.reg, Policy: p, Store: store,
-		StartMount: func(m proxy.MountSpec) error {
+		StartMount: func(ctx context.Context, m proxy.MountSpec) error {
 			opts := &MountOptions{ReadOnly: m.ReadOnly, IdleTimeout: m.IdleTimeout}
 			if m.Owned {
 				opts.OwnerPID = os.Getpid()
 			}
-			_, err := h.Mount(m.Vault, m.Mountpoint, opts)
+			_, err := h.Mount(ctx, m.Vault, m.Mountpoint, opts)
 			return err
 		},
 		Environ: append(os.Environ(), "AVFS_HOME="+h.reg.Dir),

@@ -1,6 +1,7 @@
 package avfs
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -44,9 +45,11 @@ type MountInfo = mount.Info
 //
 // It fails with FuseUnavailable on a host without FUSE, BinaryNotFound when
 // no avfs program is found (see WithBinary), VaultLocked when the vault is
-// already mounted read-write, and MountFailed when the kernel refuses
-// (mounting needs root, or CAP_SYS_ADMIN, on Linux).
-func (h *Home) Mount(vault, mountpoint string, opts *MountOptions) (*Mount, error) {
+// already mounted read-write, MountFailed when the kernel refuses
+// (mounting needs root, or CAP_SYS_ADMIN, on Linux), and Interrupted when
+// ctx ends before the mount answers (the serving process is then
+// stopped).
+func (h *Home) Mount(ctx context.Context, vault, mountpoint string, opts *MountOptions) (*Mount, error) {
 	if err := mount.Available(); err != nil {
 		return nil, err
 	}
@@ -61,7 +64,7 @@ func (h *Home) Mount(vault, mountpoint string, opts *MountOptions) (*Mount, erro
 	if opts != nil && opts.IdleTimeout > 0 {
 		args = append(args, "--idle-timeout", opts.IdleTimeout.String())
 	}
-	out, err := h.run("mount", args...)
+	out, err := h.run(ctx, "mount", args...)
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +82,11 @@ func (h *Home) Mount(vault, mountpoint string, opts *MountOptions) (*Mount, erro
 
 // Unmount unmounts and waits until the serving process has persisted
 // every write, closed the vault and exited. Files still in use fail it
-// with MountBusy; close them and call it again.
-func (m *Mount) Unmount() error {
-	_, err := m.home.run("unmount", "unmount", m.Mountpoint)
+// with MountBusy; close them and call it again. When ctx ends before the
+// unmount, nothing is done; when it ends during the wait, the wait is
+// abandoned with an Interrupted error and the server finishes by itself.
+func (m *Mount) Unmount(ctx context.Context) error {
+	_, err := m.home.run(ctx, "unmount", "unmount", m.Mountpoint)
 	return err
 }
 

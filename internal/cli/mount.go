@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,7 +128,7 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 			if foreground {
 				return a.serveMount(h, name, mnt, sa, readyFD)
 			}
-			return a.startMount(h, name, mnt, sa)
+			return a.startMount(a.ctx, h, name, mnt, sa)
 		}),
 	}
 	f := c.Flags()
@@ -141,8 +142,10 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 }
 
 // startMount starts `avfs mount --foreground` in a new session and waits
-// for it to report the mount ready.
-func (a *app) startMount(h *registry.Home, name, mnt string, sa serverArgs) (any, error) {
+// for it to report the mount ready. When ctx ends first, the server gets
+// SIGTERM (it unmounts, if it got that far, and exits) and the error is
+// Interrupted.
+func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string, sa serverArgs) (any, error) {
 	exe, err := MountExecutable()
 	if err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
@@ -183,8 +186,33 @@ func (a *app) startMount(h *registry.Home, name, mnt string, sa serverArgs) (any
 	pw.Close()
 	// Reap the server if it exits while this process lives (tests run the
 	// command line in-process); otherwise it outlives us by design.
-	go func() { _ = cmd.Wait() }()
-	msg, err := readReady(pr, mountReadyTimeout)
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	type report struct {
+		msg readyMsg
+		err error
+	}
+	ready := make(chan report, 1)
+	go func() {
+		msg, err := readReady(pr, mountReadyTimeout)
+		ready <- report{msg, err}
+	}()
+	var msg readyMsg
+	select {
+	case r := <-ready:
+		msg, err = r.msg, r.err
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(mountReadyTimeout):
+			_ = cmd.Process.Kill()
+		}
+		return nil, errs.Stopped(ctx, "mount")
+	}
 	if err != nil || !msg.Ready {
 		_ = cmd.Process.Kill()
 		if err == nil {
@@ -355,15 +383,33 @@ server finish when the last of them is closed.`,
 				}
 				return nil, &errs.Error{Kind: errs.IoError, Op: "unmount", Path: mnt, Err: err}
 			}
-			if !lazy && !mount.WaitGone(h, mnt, mountReadyTimeout) {
-				return nil, &errs.Error{Kind: errs.IoError, Op: "unmount", Path: mnt,
-					Err: fmt.Errorf("the serving process (pid %d) did not finish", info.PID)}
+			if !lazy {
+				if err := waitGone(a.ctx, h, mnt, info.PID); err != nil {
+					return nil, err
+				}
 			}
 			return unmountResult{Mountpoint: mnt, Vault: info.Vault, PID: info.PID, Lazy: lazy}, nil
 		}),
 	}
 	c.Flags().BoolVar(&lazy, "lazy", false, "detach now even if files are in use (MNT_DETACH)")
 	return c
+}
+
+// waitGone waits up to mountReadyTimeout for the server of an unmounted
+// mount to finish, giving up with Interrupted when ctx ends: the server
+// finishes without us.
+func waitGone(ctx context.Context, h *registry.Home, mnt string, pid int) error {
+	deadline := time.Now().Add(mountReadyTimeout)
+	for !mount.WaitGone(h, mnt, 50*time.Millisecond) {
+		if ctx.Err() != nil {
+			return errs.Stopped(ctx, "unmount")
+		}
+		if time.Now().After(deadline) {
+			return &errs.Error{Kind: errs.IoError, Op: "unmount", Path: mnt,
+				Err: fmt.Errorf("the serving process (pid %d) did not finish", pid)}
+		}
+	}
+	return nil
 }
 
 // mountsResult is the JSON of mounts.

@@ -44,8 +44,8 @@ var ExitCodes = []ExitCode{
 	{15, "proxy exec: the command awaits approval, or --approval is not approved, rejected, expired, used or for another request",
 		[]errs.Kind{proxy.ApprovalRequired, proxy.ApprovalRejected, proxy.ApprovalExpired, proxy.ApprovalUsed, proxy.ApprovalMismatch}},
 	{16, "FUSE is not available: mount and proxy exec need /dev/fuse (Linux) or macFUSE (macOS)", []errs.Kind{errs.FuseUnavailable}},
-	{124, "proxy exec: the command timed out (its own exit code is in the envelope)", nil},
-	{130, "interrupted by a signal", []errs.Kind{errs.Interrupted}},
+	{124, "proxy exec: the command timed out, state `timed_out` (its own exit code is in the envelope)", nil},
+	{130, "interrupted by a signal; for proxy exec, a run printed with state `interrupted`", []errs.Kind{errs.Interrupted}},
 }
 
 // UsageExitCode is the exit code of a command line that does not parse.

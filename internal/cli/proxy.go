@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -57,12 +58,12 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	}
 	return &proxy.Runtime{
 		Home: h, Policy: p, Store: store,
-		StartMount: func(m proxy.MountSpec) error {
+		StartMount: func(ctx context.Context, m proxy.MountSpec) error {
 			sa := serverArgs{readonly: m.ReadOnly, idle: m.IdleTimeout}
 			if m.Owned {
 				sa.owner = os.Getpid()
 			}
-			_, err := a.startMount(h, m.Vault, m.Mountpoint, sa)
+			_, err := a.startMount(ctx, h, m.Vault, m.Mountpoint, sa)
 			return err
 		},
 		Environ: append(os.Environ(), "AVFS_HOME="+h.Dir),
@@ -91,7 +92,10 @@ the mount until ` + "`avfs unmount`" + `.
 The result is one JSON envelope (docs/schema/proxy-exec.json), printed with
 --json and whenever stdout is not a terminal. The exit code is the
 command's, or 14 when the policy denied it, 15 when it awaits approval,
-124 when it timed out. Require_approval is a real flow: a person runs
+124 when it timed out (state timed_out), 130 when SIGINT or SIGTERM to
+avfs stopped it (state interrupted): the command's process group gets
+SIGTERM, then SIGKILL after --grace, and the envelope is still printed
+and kept, its changes listed. Require_approval is a real flow: a person runs
 ` + "`avfs proxy approve ID`" + `, then ` + "`avfs proxy exec --approval ID`" + ` runs exactly
 that request, once. Two runs on one vault do not queue: the second fails
 with VaultLocked.
@@ -129,7 +133,7 @@ program does inside is not watched.`,
 			if !a.jsonOut && !a.env.IsTerminal(a.env.Stdout) {
 				a.jsonOut = true
 			}
-			env, err := rt.Exec(req)
+			env, err := rt.Exec(a.ctx, req)
 			if env == nil || env.Result.State == proxy.StateFailed {
 				if err == nil {
 					err = &errs.Error{Kind: errs.IoError, Op: "proxy exec", Err: fmt.Errorf("run failed")}
@@ -145,7 +149,7 @@ program does inside is not watched.`,
 	f.StringVar(&req.Shell, "shell", "", "run this shell script (parsed and classified as a whole) with /bin/sh -c")
 	f.StringVar(&req.Cwd, "cwd", "/", "working directory inside the vault")
 	f.DurationVar(&req.Timeout, "timeout", proxy.DefaultTimeout, "stop the command after this long (SIGTERM, then SIGKILL); 0 = no limit")
-	f.DurationVar(&req.Grace, "grace", proxy.DefaultGrace, "time between SIGTERM and SIGKILL on timeout")
+	f.DurationVar(&req.Grace, "grace", proxy.DefaultGrace, "time between SIGTERM and SIGKILL on timeout or interruption")
 	f.BoolVar(&req.Readonly, "readonly", false, "run on a read-only mount (no checkpoint, no changes)")
 	f.StringVar(&req.Checkpoint, "checkpoint", proxy.CheckpointAuto, "keep a checkpoint of the state before the run: auto, always or never")
 	f.StringArrayVar(&req.Env, "env", nil, "set KEY=VALUE in the command's environment (repeatable)")
@@ -165,6 +169,8 @@ func execExit(env *proxy.Envelope) error {
 		code = exitDenied
 	case env.Result.State == proxy.StateAwaitingApproval:
 		code = exitApproval
+	case env.Result.State == proxy.StateInterrupted:
+		code = exitCode(errs.Interrupted)
 	case env.Result.TimedOut:
 		code = exitTimedOut
 	case env.Result.ExitCode != nil:
@@ -208,7 +214,12 @@ func (r execResult) human(w io.Writer) {
 		return
 	}
 	status := fmt.Sprintf("exit %d", deref(res.ExitCode))
-	if res.TimedOut {
+	switch {
+	case res.State == proxy.StateInterrupted && res.ExitCode == nil:
+		status = "interrupted before the command ran"
+	case res.State == proxy.StateInterrupted:
+		status = "interrupted, " + status
+	case res.TimedOut:
 		status = "timed out, " + status
 	}
 	fmt.Fprintf(r.stderr, "avfs proxy: run %s: %s in %.1f ms, %d changed file(s)", r.env.ID, status, res.DurationMs, res.ChangedFiles)
@@ -389,7 +400,7 @@ unmount a mount left by --keep-mount first.`,
 				return nil, err
 			}
 			rt := &proxy.Runtime{Home: h, Store: store}
-			r, err := rt.Undo(vault, id)
+			r, err := rt.Undo(a.ctx, vault, id)
 			if err != nil {
 				return nil, err
 			}

@@ -5,6 +5,7 @@
 package errs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -227,3 +228,22 @@ func Errno(err error) syscall.Errno {
 func Is(err error, kind Kind) bool {
 	return err != nil && KindOf(err) == kind
 }
+
+// Stopped is the Interrupted error of an operation whose context ended:
+// its message is the context's cause ("interrupt signal received" when
+// signal.NotifyContext ended it), and errors.Is finds both the cause and
+// the context's own error (context.Canceled, context.DeadlineExceeded).
+func Stopped(ctx context.Context, op string) *Error {
+	return &Error{Kind: Interrupted, Op: op, Err: stopped{ctx.Err(), context.Cause(ctx)}}
+}
+
+type stopped struct{ err, cause error }
+
+func (s stopped) Error() string {
+	if s.cause != nil {
+		return s.cause.Error()
+	}
+	return s.err.Error()
+}
+
+func (s stopped) Unwrap() []error { return []error{s.err, s.cause} }

@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -97,20 +98,22 @@ func reclaim(h *registry.Home, vault, mnt string) error {
 	if _, live := Writer(h, vault); !live {
 		return nil // it ended by itself while the lock was waited for
 	}
-	return release(h, info)
+	return release(context.Background(), h, info)
 }
 
 // EndIdle ends the idle-timeout mounts of vault, for a caller that holds
 // the vault's run lock and is about to write to it (a proxy undo). A
-// mount without an idle timeout is left alone.
-func EndIdle(h *registry.Home, vault string) error {
+// mount without an idle timeout is left alone. When ctx ends while a
+// server is waited for, it returns Interrupted; that server finishes by
+// itself.
+func EndIdle(ctx context.Context, h *registry.Home, vault string) error {
 	infos, err := List(h)
 	if err != nil {
 		return err
 	}
 	for _, in := range infos {
 		if in.Vault == vault && in.Live && in.IdleTimeoutMS > 0 {
-			if err := release(h, in); err != nil {
+			if err := release(ctx, h, in); err != nil {
 				return err
 			}
 		}
@@ -120,12 +123,18 @@ func EndIdle(h *registry.Home, vault string) error {
 
 // release asks the server of an idle-timeout mount to end it and waits
 // until the server is gone.
-func release(h *registry.Home, info Info) error {
+func release(ctx context.Context, h *registry.Home, info Info) error {
 	if err := Call(h, info.Mountpoint, "release", nil, nil); err != nil {
 		return err
 	}
-	if !WaitGone(h, info.Mountpoint, 30*time.Second) {
-		return fmt.Errorf("its server (pid %d) did not finish", info.PID)
+	deadline := time.Now().Add(30 * time.Second)
+	for !WaitGone(h, info.Mountpoint, 50*time.Millisecond) {
+		if ctx.Err() != nil {
+			return errs.Stopped(ctx, "release")
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("its server (pid %d) did not finish", info.PID)
+		}
 	}
 	return nil
 }

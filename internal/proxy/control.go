@@ -103,6 +103,8 @@ func (rt *Runtime) inVault(vault, mnt, op string, args, result any, fn func(*vfs
 			return err
 		}
 	}
-	rt.flushMounts(vault)
+	if err := rt.flushMounts(vault); err != nil {
+		return err
+	}
 	return rt.withVault(vault, fn)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentvfs/agentvfs/internal/atomicfile"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
 )
@@ -24,7 +25,10 @@ const SchemaVersion = 1
 const Kind = "proxy_exec_result"
 
 // The states of a run. A run moves through the stages in order and ends in
-// one of the terminal states.
+// one of the terminal states: completed (the command ran and exited by
+// itself), timed_out (its --timeout stopped it), interrupted (SIGINT or
+// SIGTERM to avfs, or the end of the caller's context, stopped the command
+// or a stage before it), denied, awaiting_approval, failed.
 const (
 	StateRequest          = "request"
 	StateClassify         = "classify"
@@ -34,6 +38,8 @@ const (
 	StateSummarize        = "summarize"
 	StateReport           = "report"
 	StateCompleted        = "completed"
+	StateTimedOut         = "timed_out"
+	StateInterrupted      = "interrupted"
 	StateDenied           = "denied"
 	StateAwaitingApproval = "awaiting_approval"
 	StateFailed           = "failed"
@@ -171,18 +177,15 @@ func checkID(id string) error {
 	return nil
 }
 
-// Put writes a run atomically (write to a temporary file, rename).
+// Put writes a run atomically and durably (atomicfile): a record that was
+// written survives a crash, whole.
 func (s *Store) Put(e *Envelope) error {
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
 	}
-	tmp := s.path(e.ID) + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: tmp, Err: err}
-	}
-	if err := os.Rename(tmp, s.path(e.ID)); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: tmp, Err: err}
+	if err := atomicfile.Write(s.path(e.ID), append(b, '\n'), 0o600); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
 	}
 	return nil
 }

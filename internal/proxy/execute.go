@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -28,7 +29,8 @@ type execSpec struct {
 type execResult struct {
 	exitCode         int
 	signal           string
-	timedOut         bool
+	timedOut         bool // the timeout stopped it
+	interrupted      bool // the run's context ended and stopped it
 	stdout, stderr   capture
 	startErr         error // the program could not be started (exit code 126 or 127)
 	startErrNotFound bool
@@ -60,12 +62,14 @@ func drain(r *os.File, c *capture, wg *sync.WaitGroup) {
 	_, _ = io.Copy(c, r)
 }
 
-// run starts the process in its own process group and waits for it,
-// enforcing the timeout: SIGTERM to the group, SIGKILL after the grace
-// period. Whatever the process printed before it ended is kept. Other
-// members of the group still alive when it exits are killed, so a run
-// leaves nothing behind that holds the mount.
-func run(spec execSpec) execResult {
+// run starts the process in its own process group and waits for it. The
+// timeout, or the end of ctx (the user's Ctrl-C or SIGTERM to avfs), stops
+// it the same way: SIGTERM to the group, SIGKILL after the grace period;
+// whichever comes first is the reason recorded. Whatever the process
+// printed before it ended is kept. Other members of the group still alive
+// when it exits are killed, so a run leaves nothing behind that holds the
+// mount.
+func run(ctx context.Context, spec execSpec) execResult {
 	res := execResult{stdout: capture{max: spec.maxOutput}, stderr: capture{max: spec.maxOutput}}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -114,37 +118,43 @@ func run(spec execSpec) execResult {
 	}
 	pgid := cmd.Process.Pid
 	exited := make(chan struct{})
-	var timedOut bool
-	var tmu sync.Mutex
+	var timeout <-chan time.Time // nil: no limit
 	if spec.timeout > 0 {
-		go func() {
-			t := time.NewTimer(spec.timeout)
-			defer t.Stop()
-			select {
-			case <-exited:
-				return
-			case <-t.C:
-			}
-			tmu.Lock()
-			timedOut = true
-			tmu.Unlock()
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			g := time.NewTimer(spec.grace)
-			defer g.Stop()
-			select {
-			case <-exited:
-			case <-g.C:
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			}
-		}()
+		t := time.NewTimer(spec.timeout)
+		defer t.Stop()
+		timeout = t.C
 	}
+	var mu sync.Mutex
+	var timedOut, interrupted bool
+	go func() {
+		select {
+		case <-exited:
+			return
+		case <-timeout:
+			mu.Lock()
+			timedOut = true
+			mu.Unlock()
+		case <-ctx.Done():
+			mu.Lock()
+			interrupted = true
+			mu.Unlock()
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		g := time.NewTimer(spec.grace)
+		defer g.Stop()
+		select {
+		case <-exited:
+		case <-g.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}()
 	werr := cmd.Wait()
 	close(exited)
 	_ = syscall.Kill(-pgid, syscall.SIGKILL) // what the command left running in its group
 	finish()
-	tmu.Lock()
-	res.timedOut = timedOut
-	tmu.Unlock()
+	mu.Lock()
+	res.timedOut, res.interrupted = timedOut, interrupted
+	mu.Unlock()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case ws.Signaled():

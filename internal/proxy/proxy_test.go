@@ -14,6 +14,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agentvfs/agentvfs/internal/cli"
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/fsynctest"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 )
@@ -25,7 +27,11 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Setenv("AVFS_PROXY_TEST_AS_AVFS", "1") // for the children only
-	os.Exit(m.Run())
+	code := m.Run()
+	if avfsBin.dir != "" {
+		os.RemoveAll(avfsBin.dir)
+	}
+	os.Exit(code)
 }
 
 // env is one avfs home with a vault "v", run in-process. Runs unmount
@@ -224,7 +230,7 @@ func TestTimeoutKeepsOutput(t *testing.T) {
 	e := newEnv(t)
 	env := e.exec(124, "", "--timeout", "500ms", "--grace", "200ms", "--", "sh", "-c", "echo start; sleep 30")
 	r := env.Result
-	if !r.TimedOut || r.Stdout != "start\n" || r.Signal == nil || *r.Signal != "SIGTERM" || env.Success {
+	if r.State != proxy.StateTimedOut || !r.TimedOut || r.Stdout != "start\n" || r.Signal == nil || *r.Signal != "SIGTERM" || env.Success {
 		t.Fatalf("timed out run: %+v", r)
 	}
 	if r.DurationMs > 10000 {
@@ -232,7 +238,7 @@ func TestTimeoutKeepsOutput(t *testing.T) {
 	}
 	// A command that ignores SIGTERM is killed after the grace period.
 	env = e.exec(124, "", "--timeout", "300ms", "--grace", "200ms", "--shell", "trap '' TERM; echo x; sleep 30")
-	if r := env.Result; !r.TimedOut || r.Signal == nil || *r.Signal != "SIGKILL" || r.Stdout != "x\n" {
+	if r := env.Result; r.State != proxy.StateTimedOut || !r.TimedOut || r.Signal == nil || *r.Signal != "SIGKILL" || r.Stdout != "x\n" {
 		t.Fatalf("SIGTERM-proof run: %+v", r)
 	}
 }
@@ -555,4 +561,34 @@ func (e *env) mounts() []mount.Info {
 		e.t.Fatal(err)
 	}
 	return r.Mounts
+}
+
+// TestStorePutIsDurable: a run record is replaced with an fsync of the
+// record and of its directory; a disk that fails the fsync fails Put and
+// leaves the record as it was.
+func TestStorePutIsDurable(t *testing.T) {
+	s := fsynctest.Mount(t)
+	store, err := proxy.NewStore(s.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &proxy.Envelope{SchemaVersion: proxy.SchemaVersion, Kind: proxy.Kind, ID: "r1"}
+	e.Result.State = proxy.StateAwaitingApproval
+	if err := store.Put(e); err != nil {
+		t.Fatal(err)
+	}
+	tmp := func(p string) bool { return strings.HasPrefix(p, "proxy/runs/.r1.json.tmp-") }
+	if s.FileSyncs(tmp) != 1 || s.DirSyncs("proxy/runs") != 1 {
+		t.Errorf("Put synced the record %d times and its directory %d times, want 1 and 1", s.FileSyncs(tmp), s.DirSyncs("proxy/runs"))
+	}
+	e.Result.State = proxy.StateCompleted
+	s.Fail(true)
+	err = store.Put(e)
+	s.Fail(false)
+	if !errs.Is(err, errs.IoError) {
+		t.Fatalf("Put on a failing disk: %v, want IoError", err)
+	}
+	if got, err := store.Get("r1"); err != nil || got.Result.State != proxy.StateAwaitingApproval {
+		t.Fatalf("the record after a failed Put: %+v, %v; want the old one", got, err)
+	}
 }

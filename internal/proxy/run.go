@@ -3,20 +3,27 @@
 // machine:
 //
 //	request → classify → checkpoint → mount → execute → summarize → report → completed
-//	              │                                                   ↑
+//	              │                                │                  ↑
+//	              │                                ├─ the timeout ─────┤→ timed_out
+//	              │                                ╰─ ctx ends ────────┤→ interrupted
 //	              ├─ deny ─────────────────────────────────────────────┤→ denied
 //	              ╰─ require_approval (no approval) ───────────────────┤→ awaiting_approval
+//	   ctx ends before execute ────────────────────────────────────────┤→ interrupted
 //	   any stage fails ────────────────────────────────────────────────╯→ failed
 //
 // Each stage is timed in the envelope's stage_ms. The policy decides before
 // anything is touched: a denied run and a run awaiting approval take no
 // checkpoint and no mount. Every run that executes saves a checkpoint of
 // the state just before it (O(1)): it is the base of the change summary
-// and what `avfs proxy undo` restores. The command runs in a mount served
-// by its own process, never by this one.
+// and what `avfs proxy undo` restores. A command stopped by its timeout or
+// by the end of the run's context (Ctrl-C or SIGTERM to avfs) still gets
+// its summary and its record, so that undo can take back what it did. The
+// command runs in a mount served by its own process, never by this one.
 package proxy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -138,8 +145,9 @@ type Runtime struct {
 	Policy *policy.Policy
 	Store  *Store
 	// StartMount serves a vault from a separate process and returns once
-	// the mount answers.
-	StartMount  func(MountSpec) error
+	// the mount answers; when ctx ends first it stops that process and
+	// returns an Interrupted error.
+	StartMount  func(context.Context, MountSpec) error
 	Environ     []string // the command's base environment
 	Now         func() time.Time
 	ApprovalTTL time.Duration
@@ -153,7 +161,7 @@ var transitions = map[string][]string{
 	StateMount:      {StateExecute, StateReport},
 	StateExecute:    {StateSummarize, StateReport},
 	StateSummarize:  {StateReport},
-	StateReport:     {StateCompleted, StateDenied, StateAwaitingApproval, StateFailed},
+	StateReport:     {StateCompleted, StateTimedOut, StateInterrupted, StateDenied, StateAwaitingApproval, StateFailed},
 }
 
 // machine drives one run through its states and times each stage.
@@ -163,6 +171,9 @@ type machine struct {
 	state string
 	since time.Time
 	start time.Time
+	// interrupted is set when the end of the run's context stopped the
+	// command or a stage.
+	interrupted bool
 }
 
 // enter moves to the next state, charging the time spent to the stage
@@ -193,17 +204,26 @@ func (m *machine) aside(stage string, fn func() error) error {
 }
 
 // Exec runs a request through the state machine. It returns the envelope
-// of every recorded run (completed, denied, awaiting approval or failed);
-// err is set, besides the envelope, when the run failed. A request that
-// is not valid returns only an error and is not recorded.
-func (rt *Runtime) Exec(req Request) (*Envelope, error) {
+// of every recorded run (completed, timed out, interrupted, denied,
+// awaiting approval or failed); err is set, besides the envelope, when the
+// run failed, and is an Interrupted error (errors.Is context.Canceled)
+// when ctx ended it. The end of ctx stops the command as its timeout
+// does, and the run is still summarized and recorded. A request that is
+// not valid returns only an error and is not recorded.
+func (rt *Runtime) Exec(ctx context.Context, req Request) (*Envelope, error) {
 	now := rt.now()
+	if ctx.Err() != nil {
+		return nil, errs.Stopped(ctx, "proxy exec")
+	}
 	env, approved, err := rt.request(&req, now)
 	if err != nil {
 		return nil, err
 	}
 	m := &machine{env: env, now: rt.now, state: StateRequest, since: now, start: now}
-	runErr := rt.drive(m, req, approved)
+	runErr := rt.drive(ctx, m, req, approved)
+	if runErr != nil && errs.Is(runErr, errs.Interrupted) && ctx.Err() != nil {
+		m.interrupted = true
+	}
 	if runErr != nil {
 		env.Result.Error = &ErrorInfo{Error: string(errs.KindOf(runErr)), Message: runErr.Error()}
 	}
@@ -212,8 +232,15 @@ func (rt *Runtime) Exec(req Request) (*Envelope, error) {
 	}
 	final := StateCompleted
 	switch {
+	case m.interrupted:
+		final = StateInterrupted
+		if runErr == nil {
+			runErr = errs.Stopped(ctx, "proxy exec")
+		}
 	case runErr != nil:
 		final = StateFailed
+	case env.Result.TimedOut:
+		final = StateTimedOut
 	case env.Result.Decision.Action == policy.Deny:
 		final = StateDenied
 	case env.Result.Approval != nil && env.Result.Approval.Status == "pending":
@@ -225,15 +252,24 @@ func (rt *Runtime) Exec(req Request) (*Envelope, error) {
 	env.Result.StageMs[StateReport] += msSince(m.since, rt.now())
 	env.Result.State = final
 	env.Result.DurationMs = msSince(m.start, rt.now())
-	if err := rt.Store.Put(env); err != nil && runErr == nil {
-		runErr = err
+	if err := rt.Store.Put(env); err != nil {
+		runErr = errors.Join(runErr, err)
 	}
 	return env, runErr
 }
 
+// checkCtx is the Interrupted error of a run whose context has ended
+// before its next stage, else nil.
+func checkCtx(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return errs.Stopped(ctx, "proxy exec")
+	}
+	return nil
+}
+
 // drive runs the stages after request. It returns the error that failed
 // the run, if any.
-func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
+func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved *Envelope) error {
 	env := m.env
 	if err := m.enter(StateClassify); err != nil {
 		return err
@@ -256,6 +292,9 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 			return err
 		}
 		env.Result.Approval = a
+	}
+	if err := checkCtx(ctx); err != nil {
+		return err
 	}
 	unlock, err := rt.lockVault(req.Vault)
 	if err != nil {
@@ -281,7 +320,7 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 			// No mount to ask: start one while the checkpoint is saved
 			// here. Each costs tens of milliseconds, and a checkpoint
 			// is allowed beside the vault's writer.
-			early = rt.mountAsync(req)
+			early = rt.mountAsync(ctx, req)
 			err = rt.withVault(req.Vault, save)
 		} else {
 			err = rt.inVault(req.Vault, live, opCheckpoint, a, nil, save)
@@ -289,7 +328,7 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		if err != nil {
 			if early != nil {
 				if r := <-early; r.err == nil && r.started && !req.lingers() {
-					_ = unmountAndWait(rt.Home, r.mnt)
+					err = errors.Join(err, unmountAndWait(rt.Home, r.mnt))
 				}
 			}
 			return err
@@ -307,7 +346,10 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		r := <-early
 		mnt, started, err = r.mnt, r.started, r.err
 	case mnt == "":
-		mnt, started, err = rt.mount(req)
+		if err := checkCtx(ctx); err != nil {
+			return err
+		}
+		mnt, started, err = rt.mount(ctx, req)
 	}
 	if err != nil {
 		return err
@@ -321,22 +363,23 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		}
 	}
 	dir, err := workdir(mnt, req.Cwd)
+	if err == nil {
+		err = checkCtx(ctx)
+	}
 	if err != nil {
-		_ = stop()
-		return err
+		return errors.Join(err, stop())
 	}
 
 	if err := m.enter(StateExecute); err != nil {
-		_ = stop()
-		return err
+		return errors.Join(err, stop())
 	}
-	res := run(execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
+	res := run(ctx, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
 		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
 	fill(&env.Result, &res)
+	m.interrupted = res.interrupted
 
 	if err := m.enter(StateSummarize); err != nil {
-		_ = stop()
-		return err
+		return errors.Join(err, stop())
 	}
 	// The summary is taken before the unmount, from the server that
 	// holds every write of the run; the unmount then only closes.
@@ -348,8 +391,7 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 			return err
 		})
 		if err != nil {
-			_ = stop()
-			return err
+			return errors.Join(err, stop())
 		}
 		env.Result.Changes, env.Result.ChangedFiles, env.Result.RenamesDetected = s.Changes, len(s.Changes), s.Renames
 		if env.Result.Changes == nil {
@@ -364,20 +406,28 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 // taken beside it sees every write made through it. A mount the run
 // unmounts needs none: unmount persists everything. How much an fsync of
 // the root persists is the mount's contract (docs/architecture.md, Mount).
-func (rt *Runtime) flushMounts(vault string) {
+// A mount that cannot be listed or synced fails the step: a checkpoint
+// or a summary without its writes would be wrong, silently.
+func (rt *Runtime) flushMounts(vault string) error {
 	infos, err := mount.List(rt.Home)
 	if err != nil {
-		return
+		return err
 	}
 	for _, in := range infos {
 		if in.Vault != vault || in.ReadOnly || !in.Live {
 			continue
 		}
-		if f, err := os.Open(in.Mountpoint); err == nil {
-			_ = f.Sync()
+		f, err := os.Open(in.Mountpoint)
+		if err == nil {
+			err = f.Sync()
 			f.Close()
 		}
+		if err != nil {
+			return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: in.Mountpoint,
+				Err: fmt.Errorf("persisting the mount's writes before reading the vault: %w", err)}
+		}
 	}
+	return nil
 }
 
 // withVault opens the vault for one step and closes it after. The proxy
@@ -449,7 +499,7 @@ func workdir(mnt, cwd string) (string, error) {
 // mount finds a live mount of the vault to reuse (read-write, or
 // read-only for a read-only request) or starts one under
 // $AVFS_HOME/proxy/mnt/. started is true when this run started it.
-func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
+func (rt *Runtime) mount(ctx context.Context, req Request) (mnt string, started bool, err error) {
 	infos, err := mount.List(rt.Home)
 	if err != nil {
 		return "", false, err
@@ -481,7 +531,7 @@ func (rt *Runtime) mount(req Request) (mnt string, started bool, err error) {
 	}
 	spec := MountSpec{Vault: req.Vault, Mountpoint: mnt, ReadOnly: req.Readonly,
 		Owned: !req.lingers(), IdleTimeout: req.idleTimeout()}
-	if err := rt.StartMount(spec); err != nil {
+	if err := rt.StartMount(ctx, spec); err != nil {
 		return "", false, err
 	}
 	if real, err := filepath.EvalSymlinks(mnt); err == nil {
@@ -498,11 +548,11 @@ type mounted struct {
 }
 
 // mountAsync runs rt.mount in the background.
-func (rt *Runtime) mountAsync(req Request) <-chan mounted {
+func (rt *Runtime) mountAsync(ctx context.Context, req Request) <-chan mounted {
 	ch := make(chan mounted, 1)
 	go func() {
 		var r mounted
-		r.mnt, r.started, r.err = rt.mount(req)
+		r.mnt, r.started, r.err = rt.mount(ctx, req)
 		ch <- r
 	}()
 	return ch

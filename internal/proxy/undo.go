@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
@@ -20,21 +21,27 @@ type UndoResult struct {
 // undoable reports whether a run left a checkpoint that undo restores.
 func undoable(e *Envelope) bool {
 	return e.Result.Checkpoint != nil && e.Result.Checkpoint.Kept && e.Result.UndoneBy == nil &&
-		(e.Result.State == StateCompleted || e.Result.State == StateFailed && e.Result.ExitCode != nil)
+		(e.Result.State == StateCompleted || e.Result.State == StateTimedOut || e.Result.ExitCode != nil &&
+			(e.Result.State == StateFailed || e.Result.State == StateInterrupted))
 }
 
 // Undo returns vault to the state just before run id (the latest
 // undoable run when id is empty): a restore of its checkpoint, O(1).
 // Later runs on the vault are undone with it and listed. A mount a run
 // left to linger ends first; the vault must not be mounted read-write
-// otherwise (VaultLocked).
-func (rt *Runtime) Undo(vault, id string) (*UndoResult, error) {
+// otherwise (VaultLocked). A ctx that has ended changes nothing
+// (Interrupted); one that ends while a lingering mount is waited for
+// stops the wait.
+func (rt *Runtime) Undo(ctx context.Context, vault, id string) (*UndoResult, error) {
+	if err := checkCtx(ctx); err != nil {
+		return nil, err
+	}
 	unlock, err := rt.lockVault(vault)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := mount.EndIdle(rt.Home, vault); err != nil {
+	if err := mount.EndIdle(ctx, rt.Home, vault); err != nil {
 		return nil, err
 	}
 	var out *UndoResult

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentvfs/agentvfs/internal/atomicfile"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/bolt"
@@ -512,12 +513,7 @@ func (h *Home) Use(name string) error {
 	if !h.exists(name) {
 		return notFound(name)
 	}
-	p := filepath.Join(h.Dir, "current")
-	tmp := fmt.Sprintf("%s.tmp-%d", p, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(name+"\n"), 0o600); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "vault use", Err: err}
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := atomicfile.Write(filepath.Join(h.Dir, "current"), []byte(name+"\n"), 0o600); err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "vault use", Err: err}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/fsynctest"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
@@ -226,5 +227,43 @@ func TestBeforeOpen(t *testing.T) {
 	}
 	if got := strings.Join(asked, " "); got != "base task nope" {
 		t.Errorf("BeforeOpen asked for %q, want %q", got, "base task nope")
+	}
+}
+
+// TestUseIsDurable: the current-vault pointer is replaced with an fsync
+// of the file and of the home directory, and a disk that fails the fsync
+// fails `vault use` and leaves the pointer as it was.
+func TestUseIsDurable(t *testing.T) {
+	s := fsynctest.Mount(t)
+	local, err := registry.Open(s.Backing) // the vault files, beside the mount
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		v, err := local.Create(name, registry.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Close()
+	}
+	h, err := registry.Open(s.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Use("a"); err != nil {
+		t.Fatal(err)
+	}
+	if s.FileSyncs(func(p string) bool { return strings.HasPrefix(p, ".current.tmp-") }) != 1 || s.DirSyncs("") != 1 {
+		t.Errorf("vault use synced the pointer %d times and the home %d times, want 1 and 1",
+			s.FileSyncs(func(p string) bool { return strings.HasPrefix(p, ".current.tmp-") }), s.DirSyncs(""))
+	}
+	s.Fail(true)
+	err = h.Use("b")
+	s.Fail(false)
+	if !errs.Is(err, errs.IoError) {
+		t.Fatalf("vault use on a failing disk: %v, want IoError", err)
+	}
+	if cur, err := h.Current(); err != nil || cur != "a" {
+		t.Fatalf("current vault after a failed use: %q, %v; want a", cur, err)
 	}
 }

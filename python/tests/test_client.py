@@ -193,7 +193,7 @@ def test_proxy_outcomes_are_envelopes(avfs: Avfs, fuse: None) -> None:
     assert denied.result.decision.action == "deny" and "host_escape_risk" in denied.result.decision.categories
 
     slow = avfs.proxy_exec(["sleep", "30"], vault="v", timeout=0.3, grace=0.5)
-    assert slow.result.timed_out and not slow.success and slow.result.signal == "SIGTERM"
+    assert slow.state == "timed_out" and slow.result.timed_out and not slow.success and slow.result.signal == "SIGTERM"
     assert slow.request.timeout_ms == 300
 
     pending = avfs.proxy_exec(["curl", "--version"], vault="v")
@@ -217,7 +217,7 @@ def test_proxy_outcomes_are_envelopes(avfs: Avfs, fuse: None) -> None:
     assert exc.value.error == "ApprovalRejected"
 
     states = [r.state for r in avfs.proxy_history(vault="v").runs]
-    assert states == ["denied", "completed", "awaiting_approval", "completed", "awaiting_approval"]
+    assert states == ["denied", "timed_out", "awaiting_approval", "completed", "awaiting_approval"]
     assert len(avfs.proxy_history(vault="v", limit=2).runs) == 2
 
 

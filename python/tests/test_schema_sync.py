@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from agentvfs import AvfsError
-from agentvfs.models import SCHEMAS, Document, VersionInfo, json_key
+from agentvfs.models import RUN_STATES, SCHEMAS, Document, VersionInfo, json_key
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
 
@@ -147,3 +147,9 @@ def test_the_check_catches_drift() -> None:
     found = problems(VersionInfo, schema, "version.json", "version.json")
     assert any("added_later" in p and "no field" in p for p in found)
     assert any(".os:" in p and "not in the schema" in p for p in found)
+
+
+def test_run_states_match_schema() -> None:
+    exec_states = load("proxy-exec.json")["properties"]["result"]["properties"]["state"]["enum"]
+    history_states = load("proxy-history.json")["properties"]["runs"]["items"]["properties"]["state"]["enum"]
+    assert list(RUN_STATES) == exec_states == history_states

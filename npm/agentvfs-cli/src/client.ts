@@ -245,7 +245,7 @@ export class ProxyCommands {
   /**
    * Runs ARGV through the proxy. Resolves to the envelope whenever avfs
    * prints one, whatever the exit code: check `result.state` (completed,
-   * denied, awaiting_approval), `result.exit_code`, `result.timed_out` and
+   * timed_out, interrupted, denied, awaiting_approval), `result.exit_code` and
    * `success`. Rejects only when no run was recorded (AvfsError: a bad
    * flag, an unknown vault, VaultLocked, an unusable --approval, ...).
    */

@@ -535,7 +535,8 @@ export interface ProxyExecResult {
         rule: string;
       }[];
     };
-    state: "completed" | "denied" | "awaiting_approval" | "failed";
+    /** how the run ended: completed (the command exited by itself), timed_out (--timeout stopped it), interrupted (SIGINT or SIGTERM to avfs, or the end of the Go caller's context, stopped the command or a stage before it; exit code 130), denied, awaiting_approval, failed */
+    state: "completed" | "timed_out" | "interrupted" | "denied" | "awaiting_approval" | "failed";
     timed_out: boolean;
     approval: {
       id: string;
@@ -564,7 +565,8 @@ export interface ProxyHistoryResult {
     created_at: Time;
     vault: VaultName;
     command: string[];
-    state: "completed" | "denied" | "awaiting_approval" | "failed";
+    /** how the run ended: completed (the command exited by itself), timed_out (--timeout stopped it), interrupted (SIGINT or SIGTERM to avfs, or the end of the Go caller's context, stopped the command or a stage before it; exit code 130), denied, awaiting_approval, failed */
+    state: "completed" | "timed_out" | "interrupted" | "denied" | "awaiting_approval" | "failed";
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
     exit_code: number | null;
     timed_out: boolean;

@@ -13,7 +13,7 @@ export type ProxyChange = ProxyRunResult["changes"][number];
 export type ProxyCheckpoint = NonNullable<ProxyRunResult["checkpoint"]>;
 /** The approval of a run that needed one. */
 export type ProxyApproval = NonNullable<ProxyRunResult["approval"]>;
-/** How a run ended: completed, denied, awaiting_approval or failed. */
+/** How a run ended: completed, timed_out, interrupted, denied, awaiting_approval or failed. */
 export type ProxyState = ProxyRunResult["state"];
 /** The policy's decision for a command. */
 export type PolicyDecision = PolicyCheckResult["decision"];

@@ -103,6 +103,7 @@ test("proxy exec returns the envelope when denied, awaiting approval or timed ou
   assert.equal(pending.result.approval?.status, "pending");
 
   const slow = valid("proxy-exec.json", await avfs.proxy.shell("sleep 10", { ...o, timeout: 200, grace: 100 }));
+  assert.equal(slow.result.state, "timed_out");
   assert.equal(slow.result.timed_out, true);
   assert.equal(slow.result.signal, "SIGTERM");
   assert.equal(slow.request.timeout_ms, 200);

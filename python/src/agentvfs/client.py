@@ -335,8 +335,9 @@ class Avfs:
         idle, for the next run; avfs's default is a minute.
 
         Returns the envelope whenever avfs printed one: a denied command
-        (exit 14), one awaiting approval (15), one that timed out (124) or
-        failed are results, not exceptions. Check ``.success`` and
+        (exit 14), one awaiting approval (15), one that timed out (124, state
+        timed_out), one interrupted by SIGINT or SIGTERM to avfs (130, state
+        interrupted) or failed are results, not exceptions. Check ``.success`` and
         ``.state``. Raises :class:`AvfsError` only for errors before a run is
         recorded, and for ``VaultLocked``, missing ``cwd`` or refused
         approvals.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import keyword
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
 
 from .errors import ProtocolError
 
@@ -549,7 +549,7 @@ class ProxyExecResult(Document):
 
     @property
     def state(self) -> str:
-        """completed, denied, awaiting_approval or failed."""
+        """How the run ended: one of RUN_STATES."""
         return self.result.state
 
     @property
@@ -642,6 +642,13 @@ class PolicyCheck(Document):
 
 #: The schema in docs/schema/ that each result class parses; the schema
 #: sync test walks these.
+# How a run ends (ProxyExecResult.state, HistoryRun.state): completed (the
+# command exited by itself), timed_out (its timeout stopped it),
+# interrupted (SIGINT or SIGTERM to avfs stopped it, or a stage before it;
+# exit code 130), denied, awaiting_approval, failed. The same list as the
+# "state" enum of docs/schema/proxy-exec.json (test_schema_sync checks).
+RUN_STATES: Tuple[str, ...] = ("completed", "timed_out", "interrupted", "denied", "awaiting_approval", "failed")
+
 SCHEMAS: Dict[str, Type[Document]] = {
     "version.json": VersionInfo,
     "vault-info.json": Vault,

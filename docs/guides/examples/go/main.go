@@ -12,13 +12,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/agentvfs/agentvfs/avfs"
 )
@@ -27,17 +30,23 @@ func main() {
 	home := flag.String("home", "", "the avfs home (default $AVFS_HOME, else ~/.avfs)")
 	noExec := flag.Bool("no-exec", false, "do not run commands (hosts without FUSE)")
 	flag.Parse()
-	if err := run(os.Stdout, *home, !*noExec); err != nil {
+	// Ctrl-C ends ctx: a command running through Exec is stopped (SIGTERM,
+	// then SIGKILL after its grace period) and its run recorded as
+	// interrupted.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Stdout, *home, !*noExec); err != nil {
 		fmt.Fprintln(os.Stderr, "example:", err)
 		var e *avfs.Error
 		if errors.As(err, &e) && e.Hint != "" {
 			fmt.Fprintln(os.Stderr, "hint:", e.Hint)
 		}
+		stop()
 		os.Exit(1)
 	}
 }
 
-func run(out io.Writer, dir string, execute bool) (err error) {
+func run(ctx context.Context, out io.Writer, dir string, execute bool) (err error) {
 	home, err := avfs.OpenHome(dir)
 	if err != nil {
 		return err
@@ -74,7 +83,7 @@ func run(out io.Writer, dir string, execute bool) (err error) {
 
 	if execute {
 		// The agent's command runs in a mount of the fork, behind a checkpoint.
-		env, err := home.Exec(avfs.ExecRequest{
+		env, err := home.Exec(ctx, avfs.ExecRequest{
 			Vault: "guide-task",
 			Shell: "sed -i s/world/avfs/ src/greet.txt && echo 'todo: ship' > NOTES.md",
 		})
@@ -87,18 +96,18 @@ func run(out io.Writer, dir string, execute bool) (err error) {
 		}
 
 		// A networked command is not run: it waits for a person's approval.
-		env, err = home.Exec(avfs.ExecRequest{Vault: "guide-task", Argv: []string{"curl", "https://example.com"}})
+		env, err = home.Exec(ctx, avfs.ExecRequest{Vault: "guide-task", Argv: []string{"curl", "https://example.com"}})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "curl: %s (%s)\n", env.Result.State, env.Result.Decision.Action)
 
 		// A run that goes wrong is undone in O(1).
-		env, err = home.Exec(avfs.ExecRequest{Vault: "guide-task", Shell: "rm -rf src"})
+		env, err = home.Exec(ctx, avfs.ExecRequest{Vault: "guide-task", Shell: "rm -rf src"})
 		if err != nil {
 			return err
 		}
-		if _, err := home.Undo("guide-task", env.ID); err != nil {
+		if _, err := home.Undo(ctx, "guide-task", env.ID); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "undid %q\n", strings.Join(env.Request.Command[2:], " "))
@@ -109,17 +118,17 @@ func run(out io.Writer, dir string, execute bool) (err error) {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		m, err := home.Mount("guide-task", dir, &avfs.MountOptions{ReadOnly: true})
+		m, err := home.Mount(ctx, "guide-task", dir, &avfs.MountOptions{ReadOnly: true})
 		if err != nil {
 			return err
 		}
 		entries, err := os.ReadDir(filepath.Join(m.Mountpoint, "src"))
 		if err != nil {
-			m.Unmount()
+			m.Unmount(ctx)
 			return err
 		}
 		fmt.Fprintf(out, "mounted read-only: src/%s\n", entries[0].Name())
-		if err := m.Unmount(); err != nil {
+		if err := m.Unmount(ctx); err != nil {
 			return err
 		}
 	} else {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,7 @@ func TestExample(t *testing.T) {
 	execute := os.Geteuid() == 0 && mount.Available() == nil
 
 	var out bytes.Buffer
-	if err := run(&out, home, execute); err != nil {
+	if err := run(context.Background(), &out, home, execute); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	want := `task vs base:
