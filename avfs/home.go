@@ -44,6 +44,9 @@ func OpenHome(dir string, opts ...Option) (*Home, error) {
 	// process is its only writer, and writes from here get VaultLocked
 	// naming the mountpoint.
 	reg.WriteGuard = func(vault string) error { return mount.CheckWriter(reg, vault) }
+	// ...and what it reads or freezes beside such a mount holds every write
+	// made through the mount, also those its write-back cache still buffers.
+	reg.BeforeOpen = func(vault string) error { return mount.Persist(reg, vault) }
 	h := &Home{reg: reg}
 	for _, o := range opts {
 		o(h)
