@@ -325,8 +325,7 @@ func (ex *exporter) hostCall(op, hrel string, err error) error {
 	if errors.As(err, &e) {
 		return err
 	}
-	return &errs.Error{Kind: errs.KindOf(err), Op: "export", Err: fmt.Errorf("%s %s: %w", op, hp, err),
-		Extra: map[string]any{"host_path": hp}}
+	return errs.Host("export", hp, fmt.Errorf("%s %s: %w", op, hp, err))
 }
 
 func (ex *exporter) exists(hrel, why string) error {

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -59,4 +62,35 @@ func cmdMkfifo(ts *testscript.TestScript, neg bool, args []string) {
 	p := ts.MkAbs(args[0])
 	ts.Check(os.MkdirAll(filepath.Dir(p), 0o700))
 	ts.Check(syscall.Mkfifo(p, 0o600))
+}
+
+// A full host disk during export is the host's failure, IoError (exit 1)
+// with the errno and the host path, not the vault's QuotaExceeded.
+func TestExportToFullHostDiskIsIoError(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	small := t.TempDir()
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(small, 0); err != nil {
+			t.Errorf("unmount %s: %v", small, err)
+		}
+	})
+	r := newRunner(t)
+	r.ok("vault", "create", "v", "--use")
+	src := filepath.Join(t.TempDir(), "big")
+	writeRandom(t, src, 3<<20)
+	r.ok("import", src, "/big")
+	code, out, _ := r.run("", "export", "/big", filepath.Join(small, "out"), "--json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("export output %q: %v", out, err)
+	}
+	if code != 1 || doc["error"] != "IoError" || doc["errno"] != "ENOSPC" ||
+		!strings.HasPrefix(doc["host_path"].(string), small) {
+		t.Errorf("export to a full disk: exit %d, %v", code, doc)
+	}
 }
