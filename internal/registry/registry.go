@@ -175,6 +175,9 @@ func (h *Home) Create(name string, opts CreateOptions) (*vfs.Vault, error) {
 		return nil, &errs.Error{Kind: errs.InvalidInput, Op: "vault create", Vault: name,
 			Err: fmt.Errorf("unknown backend %q (have %s)", opts.Engine, strings.Join(engines.Names(), ", "))}
 	}
+	if err := opts.Quota.Check(); err != nil {
+		return nil, err
+	}
 	return h.create(name, opts.Engine, func(eng kv.Engine) (*vfs.Vault, error) {
 		return vfs.Create(eng, name, opts.Quota)
 	})
