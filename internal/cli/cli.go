@@ -105,6 +105,9 @@ type app struct {
 	jsonOut   bool
 	vaultFlag string
 	homeFlag  string
+	// homeWarned is set once the home's warnings are printed, so a
+	// command that opens the home twice says them once.
+	homeWarned bool
 	// ran is set once a command's own code starts: an error before that
 	// came from parsing the command line and is a usage error.
 	ran bool
@@ -238,6 +241,12 @@ func (a *app) home() (*registry.Home, error) {
 	h, err := registry.Open(dir)
 	if err != nil {
 		return nil, err
+	}
+	if !a.homeWarned {
+		a.homeWarned = true
+		for _, w := range h.Warnings {
+			fmt.Fprintf(a.env.Stderr, "avfs: warning: %s\n", w)
+		}
 	}
 	// While a vault is mounted read-write its serving process is its only
 	// writer: writes from here get VaultLocked naming the mountpoint.

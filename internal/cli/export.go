@@ -26,6 +26,7 @@ type exporter struct {
 	host  string // HOST_DIR, for messages
 	force bool
 	links map[vfs.Ino]string // vault inode -> rel host path of its first name
+	dirs  vfs.DirWalk        // the vault directories exported, so a cycle stops the walk
 	res   *transferResult
 	prog  *progress
 	buf   []byte
@@ -52,7 +53,7 @@ func (a *app) exportTree(v *vfs.Vault, vaultPath, hostDir string, force bool) (*
 		}
 		defer unix.Close(ex.root)
 		if ex.prog.on {
-			files, bytes, err := countTree(tx, at)
+			files, bytes, err := countTree(tx, &vfs.DirWalk{}, at)
 			if err != nil {
 				return err
 			}
@@ -87,9 +88,12 @@ func (ex *exporter) openRoot(hostDir string) error {
 }
 
 // countTree counts what is below a directory, for the progress bar.
-func countTree(tx *vfs.Tx, at vfs.Attr) (files int, bytes int64, err error) {
+func countTree(tx *vfs.Tx, w *vfs.DirWalk, at vfs.Attr) (files int, bytes int64, err error) {
 	if at.Type != vfs.TypeDir {
 		return 1, int64(at.Size), nil
+	}
+	if err := w.Enter(at.Ino); err != nil {
+		return 0, 0, err
 	}
 	ents, err := tx.ReadDir(at.Ino)
 	for _, e := range ents {
@@ -97,7 +101,7 @@ func countTree(tx *vfs.Tx, at vfs.Attr) (files int, bytes int64, err error) {
 		if err != nil {
 			return files, bytes, err
 		}
-		f, b, err := countTree(tx, cat)
+		f, b, err := countTree(tx, w, cat)
 		files, bytes = files+f, bytes+b
 		if cat.Type == vfs.TypeDir {
 			files++
@@ -117,6 +121,9 @@ func safeName(name string) bool {
 
 // dir exports the entries of vault directory ino into host directory fd.
 func (ex *exporter) dir(fd int, ino vfs.Ino, rel, vpath string) error {
+	if err := ex.dirs.Enter(ino); err != nil {
+		return err
+	}
 	ents, err := ex.tx.ReadDir(ino)
 	if err != nil {
 		return err
@@ -318,8 +325,7 @@ func (ex *exporter) hostCall(op, hrel string, err error) error {
 	if errors.As(err, &e) {
 		return err
 	}
-	return &errs.Error{Kind: errs.KindOf(err), Op: "export", Err: fmt.Errorf("%s %s: %w", op, hp, err),
-		Extra: map[string]any{"host_path": hp}}
+	return errs.Host("export", hp, fmt.Errorf("%s %s: %w", op, hp, err))
 }
 
 func (ex *exporter) exists(hrel, why string) error {

@@ -214,7 +214,7 @@ removal is one transaction. The vault root cannot be removed.`,
 					return nil, &errs.Error{Kind: errs.NotAFile, Op: "rm", Path: clean, Errno: syscall.EISDIR,
 						Err: errors.New("is a directory"), Hint: "use rm -r to remove a directory and its content"}
 				}
-				r.Removed, err = removeAll(tx, dir, name, at)
+				r.Removed, err = tx.RemoveAll(dir, name)
 				return r, err
 			})
 		}),
@@ -222,30 +222,6 @@ removal is one transaction. The vault root cannot be removed.`,
 	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove directories and their content")
 	c.Flags().BoolVarP(&force, "force", "f", false, "ignore a missing PATH")
 	return c
-}
-
-// removeAll removes dir/name, which is at, and everything below it.
-func removeAll(tx *vfs.Tx, dir vfs.Ino, name string, at vfs.Attr) (int, error) {
-	if at.Type != vfs.TypeDir {
-		return 1, tx.Unlink(dir, name)
-	}
-	ents, err := tx.ReadDir(at.Ino)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, e := range ents {
-		cat, err := tx.GetAttr(e.Ino)
-		if err != nil {
-			return n, err
-		}
-		m, err := removeAll(tx, at.Ino, e.Name, cat)
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n + 1, tx.Rmdir(dir, name)
 }
 
 // target resolves where SRC goes for cp, mv and ln: into DST when DST is
@@ -311,8 +287,9 @@ adds no data, only references.`,
 				if err != nil {
 					return nil, err
 				}
-				r := copyResult{From: src, To: strings.TrimSuffix(to, "/") + "/" + name}
-				return r, copyNode(tx, at, dir, name, &r)
+				st, err := tx.CopyTree(at, dir, name)
+				return copyResult{From: src, To: strings.TrimSuffix(to, "/") + "/" + name,
+					Files: st.Files, Dirs: st.Dirs, Symlinks: st.Symlinks, Bytes: st.Bytes}, err
 			})
 		}),
 	}
@@ -341,79 +318,6 @@ func checkNotInside(tx *vfs.Tx, src vfs.Attr, dir vfs.Ino, name string) error {
 		return invalidf("cp", "cannot copy a directory into itself")
 	}
 	return nil
-}
-
-// copyNode copies the inode at (and below it) to dir/name.
-func copyNode(tx *vfs.Tx, at vfs.Attr, dir vfs.Ino, name string, r *copyResult) error {
-	cur, err := tx.Lookup(dir, name)
-	exists := err == nil
-	if err != nil && !errs.Is(err, errs.NotFound) {
-		return err
-	}
-	if exists && (cur.Type == vfs.TypeDir) != (at.Type == vfs.TypeDir) {
-		if cur.Type == vfs.TypeDir {
-			return errs.E("cp", name, syscall.EISDIR)
-		}
-		return errs.E("cp", name, syscall.ENOTDIR)
-	}
-	if exists && cur.Type != vfs.TypeDir && (cur.Type != vfs.TypeFile || at.Type != vfs.TypeFile) {
-		if err := tx.Unlink(dir, name); err != nil {
-			return err
-		}
-		exists = false
-	}
-	switch at.Type {
-	case vfs.TypeDir:
-		r.Dirs++
-		if !exists {
-			if cur, err = tx.Mkdir(dir, name, at.Mode, 0, 0); err != nil {
-				return err
-			}
-		}
-		ents, err := tx.ReadDir(at.Ino)
-		if err != nil {
-			return err
-		}
-		for _, e := range ents {
-			cat, err := tx.GetAttr(e.Ino)
-			if err != nil {
-				return err
-			}
-			if err := copyNode(tx, cat, cur.Ino, e.Name, r); err != nil {
-				return err
-			}
-		}
-		return nil
-	case vfs.TypeFile:
-		r.Files++
-		if !exists {
-			if cur, err = tx.Create(dir, name, at.Mode, 0, 0); err != nil {
-				return err
-			}
-		}
-		mode := at.Mode
-		if _, err := tx.SetAttr(cur.Ino, vfs.SetAttr{Mode: &mode}); err != nil {
-			return err
-		}
-		// The copy shares the source's chunks: no data is read or written.
-		if err := tx.CopyData(at.Ino, cur.Ino); err != nil {
-			return err
-		}
-		r.Bytes += int64(at.Size)
-		return nil
-	case vfs.TypeSymlink:
-		r.Symlinks++
-		t, err := tx.Readlink(at.Ino)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Symlink(dir, name, t, 0, 0)
-		return err
-	default:
-		r.Files++
-		_, err := tx.Mknod(dir, name, vfs.NewNode{Type: at.Type, Mode: at.Mode, Rdev: at.Rdev})
-		return err
-	}
 }
 
 type moveResult struct {

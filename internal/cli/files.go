@@ -243,11 +243,15 @@ include PATH itself.`,
 					return nil, err
 				}
 				r := treeResult{Path: clean}
+				var dirs vfs.DirWalk
 				var walk func(name string, at vfs.Attr, level int) (treeNode, error)
 				walk = func(name string, at vfs.Attr, level int) (treeNode, error) {
 					e, err := entryOf(tx, name, at)
 					n := treeNode{Name: name, Type: e.Type, Size: e.Size, Mode: e.Mode, Target: e.Target}
 					if err != nil || at.Type != vfs.TypeDir || (depth > 0 && level >= depth) {
+						return n, err
+					}
+					if err := dirs.Enter(at.Ino); err != nil {
 						return n, err
 					}
 					ents, err := tx.ReadDir(at.Ino)

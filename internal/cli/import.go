@@ -413,8 +413,7 @@ func hostErr(op, hostPath string, err error) error {
 	if errors.As(err, &e) {
 		return err
 	}
-	return &errs.Error{Kind: errs.KindOf(err), Op: op, Err: fmt.Errorf("host path %s: %w", hostPath, unwrapPathErr(err)),
-		Extra: map[string]any{"host_path": hostPath}}
+	return errs.Host(op, hostPath, fmt.Errorf("host path %s: %w", hostPath, unwrapPathErr(err)))
 }
 
 func unwrapPathErr(err error) error {

@@ -99,6 +99,14 @@ to persist what it buffers, so they see every write made through it.
 Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			switch {
+			case sa.idle < 0:
+				return nil, invalidf("mount", "--idle-timeout must be 0 (never) or positive, not %v", sa.idle)
+			case sa.owner < 0:
+				return nil, invalidf("mount", "--owner-pid must be a process id, or 0 for none, not %d", sa.owner)
+			case readyFD < 0:
+				return nil, invalidf("mount", "--ready-fd must be a file descriptor, not %d", readyFD)
+			}
 			if err := mount.Available(); err != nil {
 				return nil, err
 			}

@@ -104,6 +104,12 @@ This is a top-level command boundary, not a sandbox: what an allowed
 program does inside is not watched.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			if req.MaxOutput < 1 {
+				return nil, invalidf("proxy exec", "--max-output must be a positive number of bytes, not %d", req.MaxOutput)
+			}
+			if req.Linger < 0 {
+				return nil, invalidf("proxy exec", "--linger must be 0 (unmount after the run) or positive, not %v", req.Linger)
+			}
 			h, err := a.home()
 			if err != nil {
 				return nil, err
@@ -281,6 +287,9 @@ func (a *app) proxyHistoryCmd() *cobra.Command {
 		Short: "List the proxy runs kept under $AVFS_HOME/proxy/runs (of --vault, if given)",
 		Args:  noArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			if limit < 0 {
+				return nil, invalidf("proxy history", "--limit must be 0 (all runs) or positive, not %d", limit)
+			}
 			_, store, err := a.proxyStore()
 			if err != nil {
 				return nil, err
@@ -302,7 +311,7 @@ func (a *app) proxyHistoryCmd() *cobra.Command {
 			return r, nil
 		}),
 	}
-	c.Flags().IntVar(&limit, "limit", 0, "show only the latest N runs")
+	c.Flags().IntVar(&limit, "limit", 0, "show only the latest N runs (0: all)")
 	return c
 }
 

@@ -59,6 +59,8 @@ func TestScripts(t *testing.T) {
 			"samefile": cmdSamefile,
 			"mtime":    cmdMtime,
 			"perm":     cmdPerm,
+			"dircycle": cmdDircycle,
+			"mkfifo":   cmdMkfifo,
 		},
 	})
 }

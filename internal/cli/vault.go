@@ -114,8 +114,8 @@ characters of A-Z a-z 0-9 _ - and do not start with -. Quotas of 0 mean
 unlimited and can be changed later with ` + "`avfs quota set`.",
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			if q.MaxSizeMB < 0 || q.MaxFiles < 0 || q.MaxFileSizeMB < 0 {
-				return nil, invalidf("vault create", "quota values must be 0 (unlimited) or positive")
+			if err := q.Check(); err != nil {
+				return nil, err
 			}
 			h, err := a.home()
 			if err != nil {

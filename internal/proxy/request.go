@@ -52,7 +52,10 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 	if req.Timeout < 0 || req.Grace < 0 {
 		return nil, nil, errs.New(errs.InvalidInput, "proxy exec", "--timeout and --grace cannot be negative")
 	}
-	if req.MaxOutput <= 0 {
+	if req.MaxOutput < 0 || req.Linger < 0 {
+		return nil, nil, errs.New(errs.InvalidInput, "proxy exec", "--max-output and --linger cannot be negative")
+	}
+	if req.MaxOutput == 0 {
 		req.MaxOutput = DefaultMaxOutput
 	}
 	var keys []string

@@ -8,6 +8,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,6 +53,9 @@ type Home struct {
 	// what it buffers (mount.Persist), so every command that reads or
 	// freezes the working state sees every write made through the mount.
 	BeforeOpen func(vault string) error
+	// Warnings are what Open noticed about the home that the user should
+	// hear of but that does not stop it (a home others can write to).
+	Warnings []string
 }
 
 // guard gives v the Home's WriteGuard for vault name.
@@ -74,21 +78,66 @@ func DefaultDir() (string, error) {
 	return filepath.Join(h, ".avfs"), nil
 }
 
-// Open opens (creating if needed) the home at dir, with mode 0700.
+// Open opens the home at dir, creating it when it is missing. A home Open
+// creates is made 0700, and so is avfs's own vaults/ directory in any home.
+// A directory that already exists keeps its mode: it is the user's, maybe
+// shared on purpose (as root, AVFS_HOME=/tmp must not take /tmp from
+// everyone). Home.Warnings says when others can write to it.
 func Open(dir string) (*Home, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "home", Path: dir, Err: err}
 	}
-	for _, d := range []string{abs, filepath.Join(abs, "vaults")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, &errs.Error{Kind: errs.IoError, Op: "home", Path: d, Err: err}
-		}
+	if err := ownDir(abs, false); err != nil {
+		return nil, err
+	}
+	if err := ownDir(filepath.Join(abs, "vaults"), true); err != nil {
+		return nil, err
+	}
+	h := &Home{Dir: abs}
+	if fi, err := os.Stat(abs); err == nil && fi.Mode().Perm()&0o002 != 0 {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("home %s is writable by others (mode %04o): "+
+			"anyone can add or rename files beside your vaults; use a directory only you can write",
+			abs, uint32(fi.Mode().Perm())|stickyBit(fi.Mode())))
+	}
+	return h, nil
+}
+
+// ownDir makes directory d 0700 when it creates it; an existing d keeps its
+// mode unless it is avfs's own (own), which is set back to 0700.
+func ownDir(d string, own bool) error {
+	ioErr := func(err error) error { return &errs.Error{Kind: errs.IoError, Op: "home", Path: d, Err: err} }
+	if err := os.MkdirAll(filepath.Dir(d), 0o700); err != nil {
+		return ioErr(err)
+	}
+	err := os.Mkdir(d, 0o700)
+	switch {
+	case err == nil:
+		own = true // made exactly 0700, whatever the umask
+	case !errors.Is(err, fs.ErrExist):
+		return ioErr(err)
+	}
+	fi, err := os.Stat(d)
+	if err != nil {
+		return ioErr(err)
+	}
+	if !fi.IsDir() {
+		return &errs.Error{Kind: errs.IoError, Op: "home", Path: d, Errno: syscall.ENOTDIR,
+			Err: errors.New("not a directory")}
+	}
+	if own && fi.Mode().Perm() != 0o700 {
 		if err := os.Chmod(d, 0o700); err != nil {
-			return nil, &errs.Error{Kind: errs.IoError, Op: "home", Path: d, Err: err}
+			return ioErr(err)
 		}
 	}
-	return &Home{Dir: abs}, nil
+	return nil
+}
+
+func stickyBit(m os.FileMode) uint32 {
+	if m&os.ModeSticky != 0 {
+		return 0o1000
+	}
+	return 0
 }
 
 // Path is the file of vault name.
@@ -131,6 +180,9 @@ func (h *Home) Create(name string, opts CreateOptions) (*vfs.Vault, error) {
 	if !slices.Contains(engines.Names(), opts.Engine) {
 		return nil, &errs.Error{Kind: errs.InvalidInput, Op: "vault create", Vault: name,
 			Err: fmt.Errorf("unknown backend %q (have %s)", opts.Engine, strings.Join(engines.Names(), ", "))}
+	}
+	if err := opts.Quota.Check(); err != nil {
+		return nil, err
 	}
 	return h.create(name, opts.Engine, func(eng kv.Engine) (*vfs.Vault, error) {
 		return vfs.Create(eng, name, opts.Quota)
@@ -521,11 +573,30 @@ func (h *Home) Use(name string) error {
 
 // Current returns the current vault's name, or NoActiveVault.
 func (h *Home) Current() (string, error) {
-	b, err := os.ReadFile(filepath.Join(h.Dir, "current"))
+	b, err := readSmall(filepath.Join(h.Dir, "current"))
 	name := strings.TrimSpace(string(b))
 	if err != nil || name == "" || CheckName(name) != nil {
 		return "", &errs.Error{Kind: errs.NoActiveVault, Err: errors.New("no current vault"),
 			Hint: "pass --vault NAME, set AVFS_VAULT, or run `avfs vault use NAME`"}
 	}
 	return name, nil
+}
+
+// readSmall reads a small file of the home (the current vault's name)
+// without blocking on a FIFO put at its name, and only when it is a
+// regular file.
+func readSmall(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", p)
+	}
+	return io.ReadAll(io.LimitReader(f, 4096))
 }

@@ -225,6 +225,9 @@ func (d *differ) compare(p string, na, nb *inode) error {
 		return nil
 	}
 	d.visited[p] = true
+	if err := tooDeep(p); err != nil {
+		return err
+	}
 	switch {
 	case na == nil && nb == nil:
 		return nil
@@ -292,6 +295,9 @@ func (d *differ) dirs(p string, na, nb *inode) error {
 func (d *differ) subtree(t *Tx, p string, n *inode, kind ChangeKind) error {
 	if n.Type != TypeDir {
 		return nil
+	}
+	if err := tooDeep(p); err != nil {
+		return err
 	}
 	entries, err := t.ReadDir(n.Ino)
 	if err != nil {

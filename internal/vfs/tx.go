@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"syscall"
 	"time"
 
@@ -290,6 +291,22 @@ type Quota struct {
 	MaxFileSizeMB int64 `json:"max_file_size_mb"`
 }
 
+// MaxQuotaMB is the largest size limit a quota can hold, in MiB: its
+// bytes still fit an int64, so comparing usage with it cannot overflow.
+const MaxQuotaMB = math.MaxInt64 >> 20
+
+// Check refuses a quota no vault can hold: a negative limit, or a size
+// limit whose bytes overflow (it would have refused every write).
+func (q Quota) Check() error {
+	if q.MaxSizeMB < 0 || q.MaxFiles < 0 || q.MaxFileSizeMB < 0 {
+		return errs.New(errs.InvalidInput, "quota set", "quota values must be zero (unlimited) or positive")
+	}
+	if q.MaxSizeMB > MaxQuotaMB || q.MaxFileSizeMB > MaxQuotaMB {
+		return errs.New(errs.InvalidInput, "quota set", "size quotas must be at most %d MiB", int64(MaxQuotaMB))
+	}
+	return nil
+}
+
 // Usage is what a state holds, as counted against the quota.
 type Usage struct {
 	Bytes int64 `json:"bytes"` // sum of regular file sizes
@@ -376,8 +393,8 @@ func (t *Tx) SetQuota(q Quota) error {
 	if err := t.writable("quota set"); err != nil {
 		return err
 	}
-	if q.MaxSizeMB < 0 || q.MaxFiles < 0 || q.MaxFileSizeMB < 0 {
-		return errs.New(errs.InvalidInput, "quota set", "quota values must be zero (unlimited) or positive")
+	if err := q.Check(); err != nil {
+		return err
 	}
 	b, _ := json.Marshal(q)
 	t.quota = &q

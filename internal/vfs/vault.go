@@ -89,6 +89,9 @@ type chain struct {
 // Create initialises an empty vault in a new, empty engine, in one
 // transaction: until it commits the file holds nothing (ErrIncomplete).
 func Create(eng kv.Engine, name string, quota Quota) (*Vault, error) {
+	if err := quota.Check(); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	hdr := newHeader(name, now)
 	err := eng.Update(func(kt kv.Tx) error {

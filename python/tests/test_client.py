@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,7 @@ def test_proxy_argv_options(avfs: Avfs, fuse: None) -> None:
     avfs.vault_create("v")
     avfs.mkdir("/work", vault="v")
     run = avfs.proxy_exec(["sh", "-c", 'printf "%s" "$GREETING" > out; pwd'], vault="v", cwd="/work",
-                          env={"GREETING": "hello"}, timeout=60, checkpoint="never")
+                          env={"GREETING": "hello"}, timeout="60s", checkpoint="never")
     assert run.state == "completed", run.result.error
     assert run.request.env_keys == ["GREETING"] and run.request.command_mode == "argv"
     assert run.request.cwd == "/work" and run.request.timeout_ms == 60000
@@ -192,9 +193,9 @@ def test_proxy_outcomes_are_envelopes(avfs: Avfs, fuse: None) -> None:
     assert (denied.state, denied.success, denied.exit_code) == ("denied", False, None)
     assert denied.result.decision.action == "deny" and "host_escape_risk" in denied.result.decision.categories
 
-    slow = avfs.proxy_exec(["sleep", "30"], vault="v", timeout=0.3, grace=0.5)
+    slow = avfs.proxy_exec(["sleep", "30"], vault="v", timeout=300, grace=datetime.timedelta(milliseconds=500))
     assert slow.state == "timed_out" and slow.result.timed_out and not slow.success and slow.result.signal == "SIGTERM"
-    assert slow.request.timeout_ms == 300
+    assert slow.request.timeout_ms == 300 and slow.request.grace_ms == 500
 
     pending = avfs.proxy_exec(["curl", "--version"], vault="v")
     assert pending.state == "awaiting_approval" and pending.exit_code is None
@@ -274,3 +275,31 @@ def test_argument_checks(avfs: Avfs) -> None:
         avfs.proxy_exec()
     with pytest.raises(ValueError):
         avfs.policy_check()
+
+
+def test_values_that_look_like_flags(avfs: Avfs, tmp_path: Path) -> None:
+    """User values are positional arguments after "--", never flags: a path
+    such as "-n.txt" is a path, and a checkpoint named "--yes" is a name
+    (which avfs then refuses as a name, with a typed error)."""
+    avfs.vault_create("v", use=True)
+    avfs.mkdir("-d")
+    avfs.write("-d/-n.txt", "dash")
+    assert avfs.cat("-d/-n.txt").text == "dash"
+    assert [e.name for e in avfs.ls("-d").entries] == ["-n.txt"]
+    assert avfs.stat("-d/-n.txt").size == 4
+    assert avfs.rm("-d", recursive=True).removed == 2
+    with pytest.raises(AvfsError) as err:
+        avfs.checkpoint_save("-c")
+    assert err.value.error == "InvalidInput" and "checkpoint name" in err.value.message
+    with pytest.raises(AvfsError) as err:
+        avfs.checkpoint_restore("--help")
+    assert err.value.error in ("InvalidInput", "CheckpointNotFound")
+    with pytest.raises(AvfsError) as err:
+        avfs.vault_create("-x")
+    assert err.value.error == "InvalidInput"
+    with pytest.raises(AvfsError) as err:
+        avfs.vault_info("--help")
+    assert err.value.error == "InvalidInput"
+    with pytest.raises(AvfsError) as err:
+        avfs.proxy_show("-h")  # not the help text: a run id that does not exist
+    assert err.value.error == "NotFound"

@@ -59,8 +59,8 @@ def test_avfs_error_fields() -> None:
 
 
 @pytest.mark.parametrize("value,expected", [
-    (0, "0us"), (1, "1000000us"), (0.25, "250000us"), (datetime.timedelta(minutes=5), "300000000us"),
-    ("5m", "5m"), ("0", "0"),
+    (0, "0us"), (1, "1000us"), (0.25, "250us"), (1500, "1500000us"),
+    (datetime.timedelta(minutes=5), "300000000us"), ("5m", "5m"), ("250ms", "250ms"), ("0", "0"),
 ])
 def test_go_duration(value: object, expected: str) -> None:
     assert go_duration(value) == expected  # type: ignore[arg-type]
@@ -69,5 +69,9 @@ def test_go_duration(value: object, expected: str) -> None:
 def test_go_duration_rejects() -> None:
     with pytest.raises(ValueError):
         go_duration(-1)
+    with pytest.raises(ValueError):
+        go_duration(float("nan"))
+    with pytest.raises(ValueError):
+        go_duration(float("inf"))
     with pytest.raises(TypeError):
         go_duration(True)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/bolt"
+	"github.com/agentvfs/agentvfs/internal/kv/internal/fsutil"
 	"github.com/agentvfs/agentvfs/internal/kv/mem"
 	"github.com/agentvfs/agentvfs/internal/kv/sqlite"
 )
@@ -129,18 +130,11 @@ func Open(path string) (kv.Engine, error) {
 // kv.ErrCorrupt when the file starts with a known engine's magic but is
 // truncated or damaged.
 func Detect(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := fsutil.OpenRegular(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s: %w: not a regular file", path, kv.ErrForeign)
-	}
 	for _, e := range all {
 		err := e.detect(f)
 		switch {

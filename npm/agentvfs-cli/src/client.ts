@@ -20,7 +20,12 @@ export interface VaultOption {
   vault?: string;
 }
 
-/** A duration: milliseconds, or a Go duration string such as "30s". */
+/**
+ * A duration: a bare number is milliseconds (as the envelope's timeout_ms,
+ * grace_ms and linger_ms; the Python client reads numbers the same way), a
+ * string an explicit Go duration such as "30s", "1m30s" or "250ms" ("0":
+ * none), passed to avfs as it is.
+ */
 export type Duration = number | string;
 
 export interface ExecOptions extends VaultOption {
@@ -55,7 +60,11 @@ export interface RunOptions extends VaultOption {
   input?: string | Uint8Array;
 }
 
-const duration = (d: Duration) => (typeof d === "number" ? `${d}ms` : d);
+function duration(d: Duration): string {
+  if (typeof d !== "number") return d;
+  if (!Number.isFinite(d) || d < 0) throw new RangeError(`a duration is a finite number of milliseconds >= 0, not ${d}`);
+  return `${Math.round(d * 1000)}us`; // integer microseconds: no exponent ever reaches Go
+}
 const flag = (on: boolean | undefined, name: string) => (on ? [name] : []);
 const opt = (value: string | number | undefined, name: string) => (value === undefined ? [] : [name, String(value)]);
 
@@ -258,7 +267,8 @@ export class ProxyCommands {
     return this.run(["--shell", script], o);
   }
 
-  private run(command: string[], o: ExecOptions): Promise<S.ProxyExecResult> {
+  // async, so a bad option rejects like every other failure instead of throwing.
+  private async run(command: string[], o: ExecOptions): Promise<S.ProxyExecResult> {
     const flags = [
       ...opt(o.cwd, "--cwd"),
       ...opt(o.timeout === undefined ? undefined : duration(o.timeout), "--timeout"),

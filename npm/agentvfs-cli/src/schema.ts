@@ -236,6 +236,8 @@ export interface ErrorDocument {
   forks?: VaultName[];
   quota?: "max_size_mb" | "max_files" | "max_file_size_mb";
   limit?: number;
+  /** IoError from the host: the errno of the failed system call, e.g. ENOSPC */
+  errno?: string;
   host_path?: string;
   /** VaultLocked: the mount that holds the vault's write lock */
   mountpoint?: string;

@@ -281,3 +281,33 @@ test("AvfsProcessError when avfs cannot run or prints no document", async () => 
   const notJson = new Avfs({ bin: "/bin/echo", home });
   await assert.rejects(notJson.version(), (e) => e instanceof AvfsProcessError && /without printing a JSON document/.test(e.message));
 });
+
+test("user values that look like flags are values", async () => {
+  await avfs.vault.create("dash");
+  const o = { vault: "dash" };
+  await avfs.mkdir("-d", o);
+  valid("write.json", await avfs.write("-d/-n.txt", "dash", o));
+  assert.equal((await avfs.readFile("-d/-n.txt", o)).toString(), "dash");
+  assert.deepEqual((await avfs.ls("-d", o)).entries.map((e) => e.name), ["-n.txt"]);
+  assert.equal((await avfs.rm("-d", { ...o, recursive: true })).removed, 2);
+  // A name avfs does not allow is refused as a name, not parsed as a flag.
+  await assert.rejects(avfs.vault.create("-x"), { error: "InvalidInput", exitCode: 5 });
+  await assert.rejects(avfs.checkpoint.save("--help", o), { error: "InvalidInput", exitCode: 5 });
+  await assert.rejects(avfs.proxy.show("-h"), { error: "NotFound", exitCode: 3 });
+});
+
+test("durations: numbers are milliseconds, strings are Go durations, nonsense rejects", async () => {
+  await avfs.vault.create("dur");
+  const o = { vault: "dur", checkpoint: "never" };
+  const a = await avfs.proxy.exec(["true"], { ...o, timeout: 1500, grace: 0.5 });
+  assert.equal(a.request.timeout_ms, 1500);
+  assert.equal(a.request.grace_ms, 0.5);
+  const b = await avfs.proxy.exec(["true"], { ...o, timeout: "1m30s", grace: "250ms" });
+  assert.equal(b.request.timeout_ms, 90000);
+  assert.equal(b.request.grace_ms, 250);
+  for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    await assert.rejects(avfs.proxy.exec(["true"], { ...o, timeout: bad }), RangeError);
+  }
+  await assert.rejects(avfs.proxy.exec(["true"], { ...o, timeout: "-5s" }), { error: "InvalidInput" });
+  await assert.rejects(avfs.proxy.exec(["true"], { ...o, maxOutput: -5 }), { error: "InvalidInput", exitCode: 5 });
+});

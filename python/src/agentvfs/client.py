@@ -56,20 +56,24 @@ ENVELOPE_KIND = "proxy_exec_result"
 def go_duration(value: Duration) -> str:
     """A duration as avfs's flags take it: a Go duration string.
 
-    Numbers are seconds; a string is passed through unchanged ("5m", "0").
-    Microseconds are the unit so no float formatting ever reaches Go.
+    A bare number is milliseconds, as in the TypeScript client and in the
+    envelope's ``timeout_ms``, ``grace_ms`` and ``linger_ms``; a
+    :class:`datetime.timedelta` is what it says; a string is an explicit Go
+    duration ("30s", "1m30s", "250ms", "0") passed through for avfs to
+    check. Microseconds are the unit sent, so no float formatting ever
+    reaches Go.
     """
     if isinstance(value, str):
         return value
     if isinstance(value, datetime.timedelta):
-        seconds = value.total_seconds()
+        micros = value.total_seconds() * 1_000_000
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        micros = float(value) * 1_000
     else:
-        raise TypeError(f"a duration is seconds, a timedelta or a Go duration string, not {value!r}")
-    if seconds < 0:
-        raise ValueError(f"negative duration: {value!r}")
-    return f"{round(seconds * 1_000_000)}us"
+        raise TypeError(f"a duration is milliseconds, a timedelta or a Go duration string, not {value!r}")
+    if not micros >= 0 or micros == float("inf"):
+        raise ValueError(f"a duration must be a finite number >= 0: {value!r}")
+    return f"{round(micros)}us"
 
 
 class Avfs:
@@ -177,7 +181,7 @@ class Avfs:
         max_files: Optional[int] = None,
         max_file_size_mb: Optional[int] = None,
     ) -> Vault:
-        args = ["vault", "create", name]
+        args = ["vault", "create"]
         if backend:
             args += ["--backend", backend]
         if use:
@@ -186,7 +190,7 @@ class Avfs:
                             ("--max-file-size-mb", max_file_size_mb)):
             if value is not None:
                 args += [flag, str(value)]
-        return self._call(Vault, args)
+        return self._call(Vault, args + ["--", name])
 
     def vault_list(self) -> VaultList:
         return self._call(VaultList, ["vault", "list"])
@@ -194,40 +198,41 @@ class Avfs:
     def vault_info(self, name: Optional[str] = None) -> Vault:
         """Describe vault ``name`` (default: the client's vault, else the current one)."""
         name = self._selected(name)
-        return self._call(Vault, ["vault", "info"] + ([name] if name else []))
+        return self._call(Vault, ["vault", "info"] + (["--", name] if name else []))
 
     def vault_fork(self, source: str, name: str, *, use: bool = False) -> Fork:
-        return self._call(Fork, ["vault", "fork", source, name] + (["--use"] if use else []))
+        return self._call(Fork, ["vault", "fork"] + (["--use"] if use else []) + ["--", source, name])
 
     def vault_use(self, name: str) -> Vault:
-        return self._call(Vault, ["vault", "use", name])
+        return self._call(Vault, ["vault", "use", "--", name])
 
     def vault_delete(self, name: str) -> VaultDeleted:
         """Delete a vault and its checkpoints. Calling this is the
         confirmation: ``--yes`` is always passed."""
-        return self._call(VaultDeleted, ["vault", "delete", name, "--yes"])
+        return self._call(VaultDeleted, ["vault", "delete", "--yes", "--", name])
 
     # --- checkpoints -------------------------------------------------------
 
     def checkpoint_save(
         self, name: Optional[str] = None, *, message: Optional[str] = None, vault: Optional[str] = None
     ) -> SavedCheckpoint:
-        args = ["checkpoint", "save"] + ([name] if name else [])
+        args = ["checkpoint", "save"]
         if message is not None:
             args += ["--message", message]
+        args += ["--", name] if name else []
         return self._call(SavedCheckpoint, args, vault=self._selected(vault))
 
     def checkpoint_list(self, *, vault: Optional[str] = None) -> CheckpointList:
         return self._call(CheckpointList, ["checkpoint", "list"], vault=self._selected(vault))
 
     def checkpoint_info(self, name: str, *, vault: Optional[str] = None) -> Checkpoint:
-        return self._call(Checkpoint, ["checkpoint", "info", name], vault=self._selected(vault))
+        return self._call(Checkpoint, ["checkpoint", "info", "--", name], vault=self._selected(vault))
 
     def checkpoint_restore(self, name: str, *, vault: Optional[str] = None) -> Restored:
-        return self._call(Restored, ["checkpoint", "restore", name], vault=self._selected(vault))
+        return self._call(Restored, ["checkpoint", "restore", "--", name], vault=self._selected(vault))
 
     def checkpoint_delete(self, name: str, *, vault: Optional[str] = None) -> CheckpointDeleted:
-        return self._call(CheckpointDeleted, ["checkpoint", "delete", name], vault=self._selected(vault))
+        return self._call(CheckpointDeleted, ["checkpoint", "delete", "--", name], vault=self._selected(vault))
 
     def checkpoint_diff(
         self, from_: Optional[str] = None, to: Optional[str] = None, *, vault: Optional[str] = None
@@ -237,7 +242,7 @@ class Avfs:
         working state of the selected vault."""
         if to is not None and from_ is None:
             raise ValueError("checkpoint_diff: give from_ when giving to")
-        args = ["checkpoint", "diff"] + [s for s in (from_, to) if s is not None]
+        args = ["checkpoint", "diff", "--"] + [s for s in (from_, to) if s is not None]
         return self._call(Diff, args, vault=self._selected(vault))
 
     # --- files -------------------------------------------------------------
@@ -248,28 +253,28 @@ class Avfs:
         """Write (or with ``append``, append to) a file. The content goes
         through stdin, so it may be binary and of any size."""
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-        args = ["write", path] + (["--append"] if append else [])
+        args = ["write"] + (["--append"] if append else []) + ["--", path]
         return self._call(WriteResult, args, vault=self._selected(vault), input=data)
 
     def cat(self, path: str, *, vault: Optional[str] = None) -> CatResult:
         """Read a file; ``.data`` is its bytes, ``.text`` its text."""
-        return self._call(CatResult, ["cat", path], vault=self._selected(vault))
+        return self._call(CatResult, ["cat", "--", path], vault=self._selected(vault))
 
     def ls(self, path: str = "/", *, all: bool = False, vault: Optional[str] = None) -> Listing:
-        return self._call(Listing, ["ls", path] + (["--all"] if all else []), vault=self._selected(vault))
+        return self._call(Listing, ["ls"] + (["--all"] if all else []) + ["--", path], vault=self._selected(vault))
 
     def stat(self, path: str, *, dereference: bool = False, vault: Optional[str] = None) -> Stat:
-        return self._call(Stat, ["stat", path] + (["--dereference"] if dereference else []),
+        return self._call(Stat, ["stat"] + (["--dereference"] if dereference else []) + ["--", path],
                           vault=self._selected(vault))
 
     def mkdir(self, path: str, *, parents: bool = False, vault: Optional[str] = None) -> MkdirResult:
-        return self._call(MkdirResult, ["mkdir", path] + (["--parents"] if parents else []),
+        return self._call(MkdirResult, ["mkdir"] + (["--parents"] if parents else []) + ["--", path],
                           vault=self._selected(vault))
 
     def rm(
         self, path: str, *, recursive: bool = False, force: bool = False, vault: Optional[str] = None
     ) -> RmResult:
-        args = ["rm", path] + (["--recursive"] if recursive else []) + (["--force"] if force else [])
+        args = ["rm"] + (["--recursive"] if recursive else []) + (["--force"] if force else []) + ["--", path]
         return self._call(RmResult, args, vault=self._selected(vault))
 
     # --- mounts ------------------------------------------------------------
@@ -278,11 +283,11 @@ class Avfs:
         """Mount a vault (default: the selected one) on an existing directory.
         The mount is served by its own process until :meth:`unmount`."""
         vault = self._selected(vault)
-        args = ["mount"] + ([vault] if vault else []) + [os.fspath(mountpoint)]
-        return self._call(Mount, args + (["--readonly"] if readonly else []))
+        args = ["mount"] + (["--readonly"] if readonly else []) + ["--"]
+        return self._call(Mount, args + ([vault] if vault else []) + [os.fspath(mountpoint)])
 
     def unmount(self, mountpoint: StrPath, *, lazy: bool = False) -> Unmounted:
-        return self._call(Unmounted, ["unmount", os.fspath(mountpoint)] + (["--lazy"] if lazy else []))
+        return self._call(Unmounted, ["unmount"] + (["--lazy"] if lazy else []) + ["--", os.fspath(mountpoint)])
 
     def mounts(self, *, prune: bool = False) -> Mounts:
         return self._call(Mounts, ["mounts"] + (["--prune"] if prune else []))
@@ -327,8 +332,9 @@ class Avfs:
         ``command`` is an argv list; ``shell`` a script for ``/bin/sh -c``
         (classified as a whole). With ``approval`` (the id of an approved
         run), the command may be left out: the approved request runs.
-        ``timeout``/``grace`` are seconds, a timedelta or a Go duration
-        ("0" is no limit); ``checkpoint`` is auto, always or never; ``env``
+        ``timeout``/``grace`` are milliseconds (a bare number, as the
+        envelope's ``timeout_ms``), a timedelta or a Go duration string
+        ("30s"; "0" is no limit); ``checkpoint`` is auto, always or never; ``env``
         is added to the command's environment (only its keys are recorded);
         ``stdin`` is fed to the command. ``linger`` (a duration, "0" to
         unmount after the run) is how long a mount the run starts stays,
@@ -381,7 +387,7 @@ class Avfs:
         return ProxyExecResult.from_dict(doc)
 
     def proxy_show(self, run_id: str) -> ProxyExecResult:
-        return ProxyExecResult.from_dict(self.run_json(["proxy", "show", run_id], envelope=True))
+        return ProxyExecResult.from_dict(self.run_json(["proxy", "show", "--", run_id], envelope=True))
 
     def proxy_history(self, *, vault: Optional[str] = None, limit: Optional[int] = None) -> ProxyHistory:
         """Kept runs, oldest first (of ``vault`` or the client's vault, if either is set)."""
@@ -391,14 +397,14 @@ class Avfs:
     def proxy_undo(self, run_id: Optional[str] = None, *, vault: Optional[str] = None) -> UndoResult:
         """Restore the state just before run ``run_id`` (default: the vault's
         latest run that kept its checkpoint)."""
-        args = ["proxy", "undo"] + ([run_id] if run_id else [])
+        args = ["proxy", "undo"] + (["--", run_id] if run_id else [])
         return self._call(UndoResult, args, vault=self._selected(vault))
 
     def proxy_approve(self, run_id: str) -> ApprovalResult:
-        return self._call(ApprovalResult, ["proxy", "approve", run_id])
+        return self._call(ApprovalResult, ["proxy", "approve", "--", run_id])
 
     def proxy_reject(self, run_id: str) -> ApprovalResult:
-        return self._call(ApprovalResult, ["proxy", "reject", run_id])
+        return self._call(ApprovalResult, ["proxy", "reject", "--", run_id])
 
     def policy_check(
         self,

@@ -50,7 +50,7 @@ def main(home: str) -> None:
     print("approved run exited", approved.exit_code)
 
     # A timeout stops the command; the envelope says so.
-    slow = task.proxy_exec(["sleep", "30"], timeout=0.5)
+    slow = task.proxy_exec(["sleep", "30"], timeout=500)
     assert slow.result.timed_out and not slow.success
 
     # What the task changed, compared with the project.

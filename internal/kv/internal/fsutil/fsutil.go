@@ -1,11 +1,15 @@
 // Package fsutil holds the few file-system steps every file-backed engine
-// shares: creating a vault file exactly once, and making its name durable.
+// shares: creating a vault file exactly once, making its name durable, and
+// opening an existing one without trusting what sits at its name.
 package fsutil
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
 )
 
 // FileMode is the mode of every vault file: vaults hold user data, so only
@@ -68,4 +72,41 @@ func Abs(path string) (string, error) {
 		return "", fmt.Errorf("empty path")
 	}
 	return filepath.Abs(path)
+}
+
+// OpenRegular opens path for reading and checks that it is a regular file.
+// The open does not block: a FIFO left where a vault file should be would
+// otherwise wait for a writer forever, deaf to signals. Anything but a
+// regular file gives an error wrapping kv.ErrForeign; a missing one wraps
+// os.ErrNotExist.
+func OpenRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: not a regular file (%s)", path, kv.ErrForeign, typeName(fi.Mode()))
+	}
+	return f, nil
+}
+
+// typeName names the type of a file that is not a regular one.
+func typeName(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return m.Type().String()
 }
