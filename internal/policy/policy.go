@@ -95,6 +95,12 @@ type Request struct {
 	Argv  []string `json:"argv,omitempty"`
 	Shell string   `json:"shell,omitempty"`
 	Cwd   string   `json:"cwd,omitempty"`
+	// Env is what the command's environment gets besides the runtime's
+	// (--env): assignments that change what runs are judged.
+	Env []string `json:"env,omitempty"`
+	// Links resolves the workspace's symlinks, so that --cwd and ".." are
+	// judged where they really lead; nil judges paths by their text.
+	Links Links `json:"-"`
 }
 
 // Decision is the policy's answer for a whole request. Commands holds the
@@ -106,6 +112,10 @@ type Decision struct {
 	Reason     string    `json:"reason"`
 	Rule       string    `json:"rule"`
 	Commands   []Command `json:"commands"`
+	// Dynamic is true when some word of the request is known only at run
+	// time ($x, $(...), $'...'): such a request is never allowed without
+	// a checkpoint, since what it names is not known.
+	Dynamic bool `json:"dynamic"`
 }
 
 // Command is the decision for one simple command of a request.
@@ -116,6 +126,7 @@ type Command struct {
 	Categories []string `json:"categories"`
 	Reason     string   `json:"reason"`
 	Rule       string   `json:"rule"`
+	Dynamic    bool     `json:"dynamic"` // an argument is known only at run time
 }
 
 // finding is what the default rules see in one simple command.
@@ -123,6 +134,7 @@ type finding struct {
 	program string
 	args    []string
 	cats    map[Category]string // category → why
+	dynamic bool                // some word is known only at run time
 }
 
 func newFinding(program string, args []string) *finding {
@@ -157,6 +169,7 @@ func Classify(req Request, p *Policy) Decision {
 	for _, f := range found {
 		c := p.decide(f)
 		d.Commands = append(d.Commands, c)
+		d.Dynamic = d.Dynamic || c.Dynamic
 		for _, k := range c.Categories {
 			cats[k] = true
 		}
@@ -177,7 +190,7 @@ func Classify(req Request, p *Policy) Decision {
 
 // decide applies the rule files and the default categories to a finding.
 func (p *Policy) decide(f *finding) Command {
-	c := Command{Program: f.program, Args: f.args, Categories: f.categories(), Action: Allow}
+	c := Command{Program: f.program, Args: f.args, Categories: f.categories(), Action: Allow, Dynamic: f.dynamic}
 	if c.Args == nil {
 		c.Args = []string{}
 	}

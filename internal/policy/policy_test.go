@@ -8,9 +8,22 @@ import (
 	"testing"
 )
 
+// lineRequest reads a test line: "$ SCRIPT" is a --shell script; any
+// other line is split into an argv as a shell would (quotes removed).
+func lineRequest(t *testing.T, line string) Request {
+	t.Helper()
+	if s, ok := strings.CutPrefix(line, "$ "); ok {
+		return Request{Shell: s}
+	}
+	words, _, ok := splitWords(line)
+	if !ok {
+		t.Fatalf("%q: not a plain argv", line)
+	}
+	return Request{Argv: words}
+}
+
 // TestClassifyTable pins the default decision of command lines, shell
-// tricks included. A line starting with "$ " is a --shell script; any
-// other is split on spaces into an argv.
+// tricks included.
 func TestClassifyTable(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -61,7 +74,8 @@ func TestClassifyTable(t *testing.T) {
 		{"$ a && curl x || true", RequireApproval, Networked},
 		{"$ echo $(curl x)", RequireApproval, Networked},
 		{"$ echo `wget x`", RequireApproval, Networked},
-		{"$ cat <(curl x)", RequireApproval, Networked},
+		{"bash -c 'cat <(curl x)'", RequireApproval, Networked},
+		{"$ cat <(curl x)", Deny, Unparsable}, // /bin/sh is dash: no process substitution
 		{"$ (cd sub && git push)", RequireApproval, Networked},
 		{`$ bash -c "curl x"`, RequireApproval, Networked},
 		{"$ bash -c 'sh -c \"nc host 1\"'", RequireApproval, Networked},
@@ -102,13 +116,7 @@ func TestClassifyTable(t *testing.T) {
 		{"/tmp/evil.sh", Deny, HostEscape},
 	}
 	for _, c := range cases {
-		req := Request{}
-		if s, ok := strings.CutPrefix(c.line, "$ "); ok {
-			req.Shell = s
-		} else {
-			req.Argv = strings.Fields(c.line)
-		}
-		d := Classify(req, nil)
+		d := Classify(lineRequest(t, c.line), nil)
 		if d.Action != c.want {
 			t.Errorf("%q: %s (%s, rule %s), want %s", c.line, d.Action, d.Reason, d.Rule, c.want)
 			continue
