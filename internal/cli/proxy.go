@@ -343,7 +343,7 @@ func (a *app) proxyDecideCmd(verb string, approve bool) *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			rt := &proxy.Runtime{Home: h, Store: store}
+			rt := &proxy.Runtime{Home: h, Store: store, Getenv: a.env.Getenv}
 			e, err := rt.Decide(args[0], approve)
 			if err != nil {
 				return nil, err

@@ -143,6 +143,9 @@ type Runtime struct {
 	Environ     []string // the command's base environment
 	Now         func() time.Time
 	ApprovalTTL time.Duration
+	// Getenv is this process's environment, where `proxy approve` looks
+	// for the run marker (nil: os.Getenv).
+	Getenv func(string) string
 }
 
 // transitions is the state machine: the states each state may move to.
@@ -330,8 +333,14 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		_ = stop()
 		return err
 	}
+	unmark, err := rt.markLive(env.ID)
+	if err != nil {
+		_ = stop()
+		return err
+	}
 	res := run(execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
 		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
+	unmark()
 	fill(&env.Result, &res)
 
 	if err := m.enter(StateSummarize); err != nil {
@@ -424,7 +433,7 @@ func fill(r *Result, res *execResult) {
 // variables, then --env, later entries winning.
 func (rt *Runtime) childEnv(req Request, id, mnt, dir string) []string {
 	env := slices.Clone(rt.Environ)
-	env = append(env, "AVFS_VAULT="+req.Vault, "AVFS_MOUNTPOINT="+mnt, "AVFS_PROXY_RUN="+id, "PWD="+dir)
+	env = append(env, "AVFS_VAULT="+req.Vault, "AVFS_MOUNTPOINT="+mnt, RunMarker+"="+id, "PWD="+dir)
 	return append(env, req.Env...)
 }
 

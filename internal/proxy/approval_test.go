@@ -1,0 +1,142 @@
+package proxy_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentvfs/agentvfs/internal/proxy"
+)
+
+// askEcho makes echo need approval in e's home, and returns a pending run.
+func askEcho(t *testing.T, e *env, extra string) *proxy.Envelope {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(e.home, "policy.toml"),
+		[]byte("version = 1\n[[rule]]\nname = \"ask\"\nprogram = [\"echo\"]\naction = \"require_approval\"\n"+extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e.exec(15, "", "--", "echo", "approved")
+}
+
+func (e *env) recordPath(id string) string { return filepath.Join(e.home, "proxy", "runs", id+".json") }
+
+func (e *env) readRecord(id string) map[string]any {
+	e.t.Helper()
+	b, err := os.ReadFile(e.recordPath(id))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+func (e *env) writeRecord(id string, m map[string]any) {
+	e.t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(e.recordPath(id), b, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func approvalOf(m map[string]any) map[string]any {
+	return m["result"].(map[string]any)["approval"].(map[string]any)
+}
+
+// TestApprovalEditedOnDisk: a pending record edited into "approved" does
+// not run, nor does an approved record whose command was changed.
+func TestApprovalEditedOnDisk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pending := askEcho(t, e, "")
+	m := e.readRecord(pending.ID)
+	approvalOf(m)["status"] = "approved"
+	e.writeRecord(pending.ID, m)
+	if code, out, _ := e.avfs("", "--json", "proxy", "exec", "--approval", pending.ID); code != 15 || !strings.Contains(out, "ApprovalForged") {
+		t.Fatalf("edited into approved: %d %s", code, out)
+	}
+
+	// A real approval, whose command is then changed on disk.
+	other := e.exec(15, "", "--", "echo", "approved")
+	if code, out, _ := e.avfs("", "--json", "proxy", "approve", other.ID); code != 0 || !strings.Contains(out, `"mac"`) {
+		t.Fatalf("approve: %d %s", code, out)
+	}
+	key, err := os.Stat(filepath.Join(e.home, "keys", "approval.key"))
+	if err != nil || key.Mode().Perm() != 0o600 {
+		t.Fatalf("approval key: %v %v", key, err)
+	}
+	m = e.readRecord(other.ID)
+	req := m["request"].(map[string]any)
+	req["command"] = []any{"echo", "forged"}
+	m["result"].(map[string]any)["command"] = []any{"echo", "forged"}
+	e.writeRecord(other.ID, m)
+	if code, out, _ := e.avfs("", "--json", "proxy", "exec", "--approval", other.ID); code != 15 || !strings.Contains(out, "ApprovalForged") {
+		t.Fatalf("approved, then edited: %d %s", code, out)
+	}
+}
+
+// TestApprovalForgedRecord: a record written on disk, even a copy of a
+// real approval with its MAC under another id, is not an approval.
+func TestApprovalForgedRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	real := askEcho(t, e, "")
+	if code, out, _ := e.avfs("", "--json", "proxy", "approve", real.ID); code != 0 {
+		t.Fatalf("approve: %d %s", code, out)
+	}
+	m := e.readRecord(real.ID)
+	forged := strings.TrimSuffix(real.ID, real.ID[len(real.ID)-8:]) + "deadbeef"
+	m["id"] = forged
+	approvalOf(m)["id"] = forged
+	e.writeRecord(forged, m)
+	if code, out, _ := e.avfs("", "--json", "proxy", "exec", "--approval", forged); code != 15 || !strings.Contains(out, "ApprovalForged") {
+		t.Fatalf("copied approval: %d %s", code, out)
+	}
+	delete(approvalOf(m), "mac")
+	e.writeRecord(forged, m)
+	if code, out, _ := e.avfs("", "--json", "proxy", "exec", "--approval", forged); code != 15 || !strings.Contains(out, "ApprovalForged") {
+		t.Fatalf("approval without a MAC: %d %s", code, out)
+	}
+	// The real one still runs, once.
+	if env := e.exec(0, "", "--approval", real.ID); env.Result.Stdout != "approved\n" {
+		t.Fatalf("real approval: %+v", env.Result)
+	}
+}
+
+// TestApproveFromInsideRun: a run's command calling `avfs proxy approve`
+// is refused, with the run marker and (the marker removed) by its
+// ancestry; the approval stays pending.
+func TestApproveFromInsideRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary stands in for avfs; a rule lets it run, as a
+	// careless policy might let avfs run.
+	pending := askEcho(t, e, "[[rule]]\nname = \"self\"\nprogram = [\""+filepath.Base(self)+"\"]\naction = \"allow\"\n")
+	for _, argv := range [][]string{
+		{self, "--json", "proxy", "approve", pending.ID},
+		{"env", "-u", "AVFS_PROXY_RUN", self, "--json", "proxy", "approve", pending.ID},
+		{"env", "-u", "AVFS_PROXY_RUN", self, "--json", "proxy", "reject", pending.ID},
+	} {
+		run := e.exec(12, "", append([]string{"--"}, argv...)...)
+		if !strings.Contains(run.Result.Stdout+run.Result.Stderr, "ApprovalFromRun") {
+			t.Errorf("%v: %s %s", argv, run.Result.Stdout, run.Result.Stderr)
+		}
+	}
+	if st := approvalOf(e.readRecord(pending.ID))["status"]; st != "pending" {
+		t.Fatalf("status after the attempts: %v", st)
+	}
+	if code, out, _ := e.avfs("", "--json", "proxy", "approve", pending.ID); code != 0 {
+		t.Fatalf("approve from outside: %d %s", code, out)
+	}
+}
