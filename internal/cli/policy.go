@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
@@ -110,6 +111,7 @@ func (r checkResult) human(w io.Writer) {
 
 func (a *app) policyCheckCmd() *cobra.Command {
 	var shell, cwd string
+	var env []string
 	c := &cobra.Command{
 		Use:   "check [--shell SCRIPT | -- ARGV...]",
 		Short: "Print the policy's decision for a command, without running anything",
@@ -122,16 +124,25 @@ func (a *app) policyCheckCmd() *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			req := policy.Request{Argv: slices.Clone(args), Shell: shell, Cwd: cwd}
-			r := checkResult{SchemaVersion: 1, Kind: "policy_decision", Request: req, Decision: policy.Classify(req, p)}
+			req := policy.Request{Argv: slices.Clone(args), Shell: shell, Cwd: cwd, Env: env}
+			r := checkResult{SchemaVersion: 1, Kind: "policy_decision", Request: req}
 			if vault != "" {
+				// Judged as proxy exec judges it: through the vault's symlinks.
+				h, err := a.home()
+				if err != nil {
+					return nil, err
+				}
 				r.Vault = &vault
+				r.Decision = (&proxy.Runtime{Home: h, Policy: p}).Classify(vault, req)
+			} else {
+				r.Decision = policy.Classify(req, p)
 			}
 			return r, nil
 		}),
 	}
 	c.Flags().SetInterspersed(false)
 	c.Flags().StringVar(&shell, "shell", "", "a shell script to classify as a whole")
-	c.Flags().StringVar(&cwd, "cwd", "/", "working directory inside the vault (for .. checks)")
+	c.Flags().StringVar(&cwd, "cwd", "/", "working directory inside the vault (for .. checks, through the vault's symlinks)")
+	c.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE the command would get with proxy exec --env (repeatable)")
 	return c
 }

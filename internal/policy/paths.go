@@ -198,8 +198,8 @@ func (s *scanner) hostPath1(p string) string {
 		}
 		return ""
 	}
-	if !strings.Contains(p, "..") && !strings.Contains(p, ".*") && !strings.Contains(p, ".?") && s.links == nil {
-		return ""
+	if !strings.Contains(p, "..") && !strings.Contains(p, ".*") && !strings.Contains(p, ".?") && (s.links == nil || strings.HasPrefix(p, "-")) {
+		return "" // without "..", only a symlink can lead out; an option is not a path
 	}
 	if s.cwdUnknown && strings.Contains(p, "..") {
 		return "climbs from a directory computed at run time"

@@ -140,3 +140,32 @@ func TestApproveFromInsideRun(t *testing.T) {
 		t.Fatalf("approve from outside: %d %s", code, out)
 	}
 }
+
+// TestCwdThroughSymlink: --cwd and ".." are judged through the vault's
+// symlinks. With a -> ., --cwd a/a/a/a/a/a/a is the vault's root, so seven
+// ".." climb out of it; a symlink to an absolute path leads to the host.
+func TestCwdThroughSymlink(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, args := range [][]string{{"ln", "-s", ".", "/a"}, {"ln", "-s", "/etc", "/e"}, {"mkdir", "/d"}} {
+		if code, out, errOut := e.avfs("", args...); code != 0 {
+			t.Fatalf("%v: %d %s %s", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{
+		{"--cwd", "a/a/a/a/a/a/a", "--", "cat", "../../../../../../../etc/shadow"},
+		{"--cwd", "d", "--", "cat", "../a/../x"},
+		{"--", "cat", "a/../x"},
+		{"--", "cat", "e/shadow"},
+		{"--cwd", "e", "--", "cat", "shadow"},
+	} {
+		env := e.exec(14, "", args...)
+		if env.Result.Decision.Action != "deny" || env.Result.ExitCode != nil {
+			t.Errorf("%v: %+v", args, env.Result.Decision)
+		}
+	}
+	// Within the workspace, symlinks and ".." are fine.
+	if env := e.exec(0, "", "--cwd", "a/a/d", "--", "ls", "../a/d"); env.Result.Decision.Action != "allow" {
+		t.Errorf("ls ../a/d from a/a/d: %+v", env.Result.Decision)
+	}
+}

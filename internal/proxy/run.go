@@ -241,7 +241,7 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 	if err := m.enter(StateClassify); err != nil {
 		return err
 	}
-	d := policy.Classify(policy.Request{Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd}, rt.Policy)
+	d := rt.classify(req)
 	env.Result.Decision = d
 	switch {
 	case d.Action == policy.Deny:
