@@ -130,12 +130,8 @@ func classifyTar(s *scanner, f *finding, c call) bool {
 			f.add(Unknown, "tar "+name+" runs a command")
 		}
 	}
-	if len(args) > 0 {
-		for i, a := range args {
-			if (a == "-f" || a == "--file") && i+1 < len(args) && anyRemote(args[i+1:i+2]) && !hasArg(args, "--force-local") {
-				f.add(Networked, "tar -f host:file reaches a remote host")
-			}
-		}
+	if archive := tarArchive(args); archive != "" && anyRemote([]string{archive}) && !hasArg(args, "--force-local") {
+		f.add(Networked, "tar -f host:file reaches a remote host")
 	}
 	if len(args) > 0 && (strings.Contains(strings.TrimLeft(args[0], "-"), "t") || hasFlag(args, "t", "--list")) &&
 		!strings.ContainsAny(strings.TrimLeft(args[0], "-"), "xcru") {
@@ -143,6 +139,44 @@ func classifyTar(s *scanner, f *finding, c call) bool {
 	} else {
 		f.add(Mutating, "tar writes files")
 	}
+	return false
+}
+
+// tarArchive is the archive tar is given: -f X, -cfX, --file=X, or the
+// first word of the old style (cf X).
+func tarArchive(args []string) string {
+	for i, a := range args {
+		switch {
+		case a == "--file" && i+1 < len(args):
+			return args[i+1]
+		case strings.HasPrefix(a, "--file="):
+			return a[len("--file="):]
+		case strings.HasPrefix(a, "--"):
+		case strings.HasPrefix(a, "-") || i == 0:
+			j := strings.IndexByte(a, 'f')
+			if j < 0 {
+				continue
+			}
+			if j+1 < len(a) {
+				return a[j+1:]
+			}
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+	}
+	return ""
+}
+
+// classifyAwk: gawk reaches the network through /inet files, and any awk
+// runs commands with system() and pipes.
+func classifyAwk(s *scanner, f *finding, c call) bool {
+	for _, a := range c.args {
+		if strings.Contains(a, "/inet/") || strings.Contains(a, "/inet4/") || strings.Contains(a, "/inet6/") {
+			f.add(Networked, f.program+" opens a network connection through /inet")
+		}
+	}
+	f.add(Mutating, f.program+" runs a program that can write files and run commands")
 	return false
 }
 
