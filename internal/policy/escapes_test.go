@@ -110,3 +110,40 @@ func TestEscapes(t *testing.T) {
 	}
 	t.Logf("%d escape lines, %d of them inherent", len(lines), inherent)
 }
+
+// TestProgramTable: every program of the classifier's table and every
+// wrapper has a row in testdata/programs.txt, and every row's decision
+// holds.
+func TestProgramTable(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("testdata/programs.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		action, argv, _ := strings.Cut(line, " ")
+		words, _, ok := splitWords(strings.TrimSpace(argv))
+		if !ok || len(words) == 0 || !Action(action).Valid() {
+			t.Fatalf("programs.txt:%d: %q is not ACTION ARGV", n+1, line)
+		}
+		rows[words[0]]++
+		if d := Classify(Request{Argv: words}, nil); d.Action != Action(action) {
+			t.Errorf("programs.txt:%d: %v: %s (%s), want %s", n+1, words, d.Action, d.Reason, action)
+		}
+	}
+	for name := range programs {
+		if rows[name] == 0 {
+			t.Errorf("program %s has no row in testdata/programs.txt", name)
+		}
+	}
+	for name := range wrappers {
+		if rows[name] == 0 {
+			t.Errorf("wrapper %s has no row in testdata/programs.txt", name)
+		}
+	}
+}

@@ -162,7 +162,17 @@ func splitTop(body string) []string {
 	return append(out, body[start:])
 }
 
-func isGlob(seg string) bool { return strings.ContainsAny(seg, "*?[") }
+func isGlob(seg string) bool { return isPattern(seg) }
+
+// isPattern reports a word the shell would glob: * or ?, or a [...]
+// class ("[" alone is the test command).
+func isPattern(word string) bool {
+	if strings.ContainsAny(word, "*?") {
+		return true
+	}
+	i := strings.IndexByte(word, '[')
+	return i >= 0 && strings.IndexByte(word[i+1:], ']') > 0
+}
 
 func (s *scanner) hostPath1(p string) string {
 	if strings.Contains(p, homeMark) {

@@ -133,6 +133,63 @@ func TestClassifyTable(t *testing.T) {
 	}
 }
 
+// TestDynamic: a word known only at run time is marked, and never
+// allowed without a checkpoint; a variable the script sets is known.
+func TestDynamic(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		line    string
+		want    Action
+		dynamic bool
+	}{
+		{"$ cat x", Allow, false},
+		{"$ cat $x", AllowWithCheckpoint, true},
+		{"$ cat \"$(ls)\"", AllowWithCheckpoint, true},
+		{"$ echo `date`", AllowWithCheckpoint, true},
+		{"$ cat $'\\x61'", AllowWithCheckpoint, true},
+		{`bash -c "cat \$'\\x61'"`, AllowWithCheckpoint, true},
+		{"$ x=a; cat $x", Allow, false},
+		{"$ for f in a b; do cat \"$f\"; done", Allow, false},
+		{"$ read x; cat $x", AllowWithCheckpoint, true},
+		{"$ x=a; read x; cat $x", AllowWithCheckpoint, true},
+		{"$ cat < $f", AllowWithCheckpoint, true},
+		{"$ ls | xargs cat", AllowWithCheckpoint, true},
+		{"$ [ -f x ] && cat x", Allow, false},
+	} {
+		d := Classify(lineRequest(t, c.line), nil)
+		if d.Action != c.want || d.Dynamic != c.dynamic {
+			t.Errorf("%q: %s dynamic=%v (%s), want %s dynamic=%v", c.line, d.Action, d.Dynamic, d.Reason, c.want, c.dynamic)
+		}
+	}
+}
+
+// TestDialect: a script is parsed in the language of the shell that runs
+// it: --shell runs /bin/sh (dash), bash -c runs bash.
+func TestDialect(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		line string
+		want Action
+	}{
+		{"$ echo ${x/a/b}", Deny},                        // not sh: the script fails in dash
+		{"bash -c 'echo ${x/a/b}'", AllowWithCheckpoint}, // bash: a run-time word
+		{"$ cat <(curl x)", Deny},
+		{"bash -c 'cat <(curl x)'", RequireApproval},
+		{"$ x='a[$(curl x)]'; echo $((x))", AllowWithCheckpoint}, // dash has no arrays
+		{"bash -c 'x=\"a[\\$(id)]\"; echo $((x))'", Deny},        // bash runs id
+		{"bash -c 'for ((i=0; i<3; i++)); do echo $((i*2)); done'", AllowWithCheckpoint},
+		{"bash -c 'n=3; echo $((n+1))'", AllowWithCheckpoint}, // a known number, still a run-time word
+		{"sh -c 'echo $((n+1))'", AllowWithCheckpoint},
+		{"bash -c 'echo $((n+1))'", Deny},
+		{"zsh -c 'curl x'", RequireApproval},
+		{"fish -c 'ls'", Deny},
+	} {
+		if d := Classify(lineRequest(t, c.line), nil); d.Action != c.want {
+			t.Errorf("%q: %s (%s), want %s", c.line, d.Action, d.Reason, c.want)
+		}
+	}
+}
+
 // TestCwdEscape checks that .. is judged from the working directory.
 func TestCwdEscape(t *testing.T) {
 	t.Parallel()

@@ -331,7 +331,7 @@ func (s *scanner) call(st *syntax.Stmt, x *syntax.CallExpr, level int) *finding 
 			dyn[i] = s.stillDynamic(argv[i], dyn[i])
 		}
 	}
-	if dyn[0] || strings.ContainsAny(argv[0], "*?[") || hasBraces(argv[0]) {
+	if dyn[0] || isPattern(argv[0]) || hasBraces(argv[0]) {
 		s.deny(printable(argv[0]), "the command name is computed when the script runs")
 		return nil
 	}
@@ -390,7 +390,7 @@ func (s *scanner) chdir(args []string, dyn []bool) {
 		if strings.HasPrefix(a, "-") && a != "-" {
 			continue
 		}
-		if dyn[i] || a == "-" || strings.ContainsAny(a, "*?[") || strings.Contains(a, homeMark) {
+		if dyn[i] || a == "-" || isPattern(a) || strings.Contains(a, homeMark) {
 			s.cwdUnknown = true
 			return
 		}

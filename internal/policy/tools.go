@@ -257,7 +257,7 @@ func classifyPip(s *scanner, f *finding, c call) bool {
 	}
 	sub := firstWord(args)
 	switch sub {
-	case "install", "download", "add", "sync", "update", "upgrade", "lock", "create", "run", "tool", "x":
+	case "install", "download", "add", "sync", "update", "upgrade", "lock", "create", "tool":
 		if !hasArg(args, "--no-index") && !hasArg(args, "--offline") {
 			f.add(Networked, p+" "+sub+" fetches packages")
 		} else {
