@@ -307,7 +307,9 @@ func TestInvalidPolicyFile(t *testing.T) {
 // always gives a valid action with a reason.
 func FuzzClassify(f *testing.F) {
 	for _, s := range []string{"ls", "a | b && c; d &", "$(curl x)", "echo 'x", "f() { g; }; f",
-		"cat <<EOF\n$(x)\nEOF", "bash -c \"sh -c 'eval x'\"", "find . -exec rm {} +", "xargs", "env", "timeout"} {
+		"cat <<EOF\n$(x)\nEOF", "bash -c \"sh -c 'eval x'\"", "find . -exec rm {} +", "xargs", "env", "timeout",
+		"sed 's/a/b/w x' f", "sed -e 1e -e y/a/", "tar -cfh:x -I", "git -c alias.a=b a", "env -S", "kill -s",
+		"watch -n", "parallel ::: x", "bash -c 'x=a[1]; echo $((x))'", "cat /{a,{b,c}}/*"} {
 		f.Add(s, "/")
 	}
 	f.Fuzz(func(t *testing.T, script, cwd string) {
