@@ -364,6 +364,8 @@ export interface PolicyCheckResult {
     argv?: string[];
     shell?: string;
     cwd?: string;
+    /** KEY=VALUE given with --env; assignments that change what runs are judged */
+    env?: string[];
   };
   decision: {
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
@@ -379,7 +381,11 @@ export interface PolicyCheckResult {
       categories: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
       reason: string;
       rule: string;
+      /** an argument of this command is known only at run time */
+      dynamic?: boolean;
     }[];
+    /** true when some word of the request is known only at run time ($x, $(...), $'...'): such a request is never allowed without a checkpoint */
+    dynamic?: boolean;
   };
 }
 
@@ -440,6 +446,8 @@ export interface ProxyApprovalResult {
     expires_at: Time;
     decided_at: Time | null;
     used_by: string | null;
+    /** HMAC-SHA256 (hex) binding the approval to this request under the home's approval key; null until a person approves. A record without a valid one never counts as an approval */
+    mac?: string | null;
   };
 }
 
@@ -533,7 +541,11 @@ export interface ProxyExecResult {
         categories: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
         reason: string;
         rule: string;
+        /** an argument of this command is known only at run time */
+        dynamic?: boolean;
       }[];
+      /** true when some word of the request is known only at run time ($x, $(...), $'...'): such a request is never allowed without a checkpoint */
+      dynamic?: boolean;
     };
     state: "completed" | "denied" | "awaiting_approval" | "failed";
     timed_out: boolean;
@@ -543,6 +555,8 @@ export interface ProxyExecResult {
       expires_at: Time;
       decided_at: Time | null;
       used_by: string | null;
+      /** HMAC-SHA256 (hex) binding the approval to this request under the home's approval key; null until a person approves. A record without a valid one never counts as an approval */
+      mac?: string | null;
     } | null;
     error: {
       error: string;
