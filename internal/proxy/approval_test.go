@@ -169,3 +169,38 @@ func TestCwdThroughSymlink(t *testing.T) {
 		t.Errorf("ls ../a/d from a/a/d: %+v", env.Result.Decision)
 	}
 }
+
+// TestSymlinkMadeInLingeringMount: a symlink a run made through a mount
+// that is still serving is seen by the next run's classification (its
+// server answers), on both engines.
+func TestSymlinkMadeInLingeringMount(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{"sqlite", "bolt"} {
+		t.Run(engine, func(t *testing.T) {
+			e := newEnv(t)
+			if engine != "sqlite" {
+				if code, out, errOut := e.avfs("", "vault", "create", "b", "--backend", engine, "--use"); code != 0 {
+					t.Fatalf("vault create: %d %s %s", code, out, errOut)
+				}
+			}
+			e.linger = "30s"
+			first := e.exec(0, "", "--shell", "ln -s . b && mkdir d")
+			mnt := *first.Result.Mountpoint
+			t.Cleanup(func() { e.avfs("", "unmount", mnt) })
+			env := e.exec(14, "", "--cwd", "b/b/b", "--", "cat", "../etc/shadow")
+			if !env.Result.MountReused && env.Result.Mountpoint != nil {
+				t.Errorf("denied run mounted: %+v", env.Result)
+			}
+			if !strings.Contains(env.Result.Decision.Reason, "climbs above the workspace root") {
+				t.Errorf("reason: %s", env.Result.Decision.Reason)
+			}
+			// A real directory is one: the strict reading (every name a
+			// link to ".") would deny this.
+			// The mount's server answered: the lingering mount was not
+			// disturbed by the question.
+			if env := e.exec(0, "", "--cwd", "d", "--", "ls", "../b/d"); env.Result.Decision.Action != "allow" || !env.Result.MountReused {
+				t.Errorf("ls ../b/d from d: reused %v, %+v", env.Result.MountReused, env.Result.Decision)
+			}
+		})
+	}
+}
