@@ -1,9 +1,10 @@
 // Package policy decides, before any work is done, what avfs proxy exec may
 // do with a command: allow it, allow it behind a checkpoint, ask a person,
-// or refuse it. Classify is a pure function of the request and the rules:
-// it reads no file, starts nothing and touches no vault, so a denied
-// command costs nothing and `avfs policy check` can show the decision
-// without running anything.
+// or refuse it. Classify is a function of the request and the rules: it
+// starts nothing and writes nothing, so a denied command costs nothing and
+// `avfs policy check` can show the decision without running anything. The
+// only thing it may read is the workspace's symlinks, through the Links
+// the caller gives it.
 //
 // The command line is never trusted by its shape. Shell text (--shell, and
 // the script argument of sh -c / bash -c, trap, su -c ...) is parsed with a
@@ -14,9 +15,14 @@
 // parser cannot see — a syntax error, eval, a command name built at run
 // time — is denied with a reason.
 //
-// This is a top-level command boundary, not a sandbox: a program that is
-// allowed may itself do anything its code does (a Python script that opens
-// a socket is not seen). Pair avfs with OS isolation for hostile code.
+// Programs are classified by one table (programs.go), wrappers looked
+// through by another (wrappers.go). Scripts are parsed in the dialect of
+// the shell that runs them. A word known only at run time is never
+// allowed without a checkpoint, and the decision says so (Dynamic).
+//
+// This is a text classifier, not a sandbox: a program that is allowed may
+// itself do anything its code does (a Python script that opens a socket is
+// not seen). Kernel isolation is what stops that.
 package policy
 
 import (
@@ -158,7 +164,7 @@ func (f *finding) categories() []string {
 }
 
 // Classify decides what to do with req under p (nil: the default rules).
-// It is pure and never panics on any input.
+// It never panics on any input.
 func Classify(req Request, p *Policy) Decision {
 	if p == nil {
 		p = Default()

@@ -48,7 +48,6 @@ const (
 type varInfo struct {
 	values  []string // literal values assigned (markers included)
 	unknown bool     // some assignment is only known at run time
-	arith   bool     // assigned by arithmetic: a number
 }
 
 // scanner collects a finding for every simple command of a request.

@@ -69,9 +69,6 @@ func classifyKill(s *scanner, f *finding, c call) bool {
 			}
 			return false
 		}
-		if strings.HasPrefix(a, "%") {
-			continue
-		}
 	}
 	f.add(Mutating, "kill signals processes")
 	return false

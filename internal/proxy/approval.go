@@ -56,20 +56,20 @@ func approvalKey(home string, create bool) ([]byte, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, &errs.Error{Kind: errs.IoError, Op: "proxy approve", Err: err}
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			_, err = f.Write(key)
-			if cerr := f.Close(); err == nil {
-				err = cerr
+		f, ferr := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if ferr == nil {
+			_, ferr = f.Write(key)
+			if cerr := f.Close(); ferr == nil {
+				ferr = cerr
 			}
-			if err != nil {
+			if ferr != nil {
 				os.Remove(path)
-				return nil, &errs.Error{Kind: errs.IoError, Op: "proxy approve", Path: path, Err: err}
+				return nil, &errs.Error{Kind: errs.IoError, Op: "proxy approve", Path: path, Err: ferr}
 			}
 			return key, nil
 		}
-		if !errors.Is(err, os.ErrExist) {
-			return nil, &errs.Error{Kind: errs.IoError, Op: "proxy approve", Path: path, Err: err}
+		if !errors.Is(ferr, os.ErrExist) {
+			return nil, &errs.Error{Kind: errs.IoError, Op: "proxy approve", Path: path, Err: ferr}
 		}
 		b, err = readKey(path) // another approve made it first
 	}
