@@ -208,7 +208,8 @@ func (s *scanner) hostPath1(p string) string {
 		}
 		return ""
 	}
-	if !strings.Contains(p, "..") && !strings.Contains(p, ".*") && !strings.Contains(p, ".?") && (s.links == nil || strings.HasPrefix(p, "-")) {
+	dotGlob := s.inScript && (strings.Contains(p, ".*") || strings.Contains(p, ".?") || strings.Contains(p, ".["))
+	if !strings.Contains(p, "..") && !dotGlob && (s.links == nil || strings.HasPrefix(p, "-")) {
 		return "" // without "..", only a symlink can lead out; an option is not a path
 	}
 	if s.cwdUnknown && strings.Contains(p, "..") {
@@ -236,7 +237,7 @@ func (s *scanner) resolve(dir, p string) (string, string) {
 	for len(queue) > 0 {
 		seg := queue[0]
 		queue = queue[1:]
-		if ok, _ := path.Match(seg, ".."); seg == ".." || isGlob(seg) && ok {
+		if ok, _ := path.Match(seg, ".."); seg == ".." || s.inScript && isGlob(seg) && ok {
 			if cur == "/" {
 				return "", "climbs above the workspace root"
 			}

@@ -61,6 +61,7 @@ type scanner struct {
 	aliases      map[string]string
 	vars         map[string]*varInfo
 	xargsReplace string
+	inScript     bool // words come from shell text, so the shell globs them
 }
 
 // scan finds the simple commands of a request.
@@ -123,9 +124,9 @@ func (s *scanner) script(src string, lang syntax.LangVariant, level int) {
 		s.deny("sh", "the shell script does not parse as %s: %v", lang, err)
 		return
 	}
-	outer := s.lang
-	s.lang = lang
-	defer func() { s.lang = outer }()
+	outer, outerScript := s.lang, s.inScript
+	s.lang, s.inScript = lang, true
+	defer func() { s.lang, s.inScript = outer, outerScript }()
 	s.learn(f)
 	if lang != syntax.LangPOSIX {
 		s.arithmetic(f)
@@ -357,13 +358,13 @@ func (s *scanner) call(st *syntax.Stmt, x *syntax.CallExpr, level int) *finding 
 		s.found = append(s.found, f)
 		return f
 	}
-	switch argv[0] {
+	target := s.command(argv, dyn, level)
+	switch argv[0] { // after its own arguments were judged from where it starts
 	case "cd", "pushd":
 		s.chdir(argv[1:], dyn[1:])
 	case "popd":
 		s.cwdUnknown = true
 	}
-	target := s.command(argv, dyn, level)
 	if target != nil && isShell(target.program) && len(target.args) == 0 {
 		s.stdinScript(st, target, level)
 	}

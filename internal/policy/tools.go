@@ -57,7 +57,7 @@ func classifyKill(s *scanner, f *finding, c call) bool {
 		if a == "--" {
 			continue
 		}
-		if c.dyn[i] {
+		if c.dyn[i] && !s.childPid(a) {
 			f.add(HostEscape, "kill of a pid computed when the script runs, which may be a group or -1")
 			return false
 		}
@@ -72,6 +72,30 @@ func classifyKill(s *scanner, f *finding, c call) bool {
 	}
 	f.add(Mutating, "kill signals processes")
 	return false
+}
+
+// childPid reports a word that can only be the pid of a job the script
+// started ($!, or a variable only ever set to it or to a number).
+func (s *scanner) childPid(word string) bool {
+	const bang = varOpen + "!" + varClose
+	if word == bang || isDigits(word) {
+		return true
+	}
+	name, pre := strings.CutPrefix(word, varOpen)
+	name, suf := strings.CutSuffix(name, varClose)
+	if !pre || !suf || strings.ContainsAny(name, varOpen+varClose) {
+		return false
+	}
+	v := s.vars[name]
+	if v == nil || v.unknown {
+		return false
+	}
+	for _, val := range v.values {
+		if val != bang && !isDigits(val) {
+			return false
+		}
+	}
+	return true
 }
 
 // classifyFind is read-only unless it deletes, writes lists, or runs
@@ -217,6 +241,10 @@ func classifyJS(s *scanner, f *finding, c call) bool {
 		"init", "outdated", "audit", "login", "fetch", "view", "info", "search", "pack", "unpublish", "deprecate", "dist-tag", "access", "owner", "ping", "whoami":
 		if sub == "" && f.program != "yarn" {
 			f.add(ReadOnly, f.program+" prints help")
+			return false
+		}
+		if (sub == "install" || sub == "i" || sub == "ci" || sub == "add") && hasArg(args, "--offline") && !f.hasCat([]string{string(Networked)}) {
+			f.add(Mutating, f.program+" "+sub+" --offline installs from the local cache")
 			return false
 		}
 		f.add(Networked, f.program+" "+sub+" reaches the package registry")
