@@ -154,6 +154,8 @@ func TestDynamic(t *testing.T) {
 		{"$ sleep 9 & pid=$!; kill $pid", AllowWithCheckpoint, true},
 		{"$ sleep 9 & kill $!", AllowWithCheckpoint, true},
 		{"$ kill $pid", Deny, true},
+		{"$ kill -TERM $$", AllowWithCheckpoint, true},
+		{"$ kill -TERM -$$", Deny, true},
 		{"$ for f in a b; do cat \"$f\"; done", Allow, false},
 		{"$ read x; cat $x", AllowWithCheckpoint, true},
 		{"$ x=a; read x; cat $x", AllowWithCheckpoint, true},

@@ -74,11 +74,11 @@ func classifyKill(s *scanner, f *finding, c call) bool {
 	return false
 }
 
-// childPid reports a word that can only be the pid of a job the script
-// started ($!, or a variable only ever set to it or to a number).
+// childPid reports a word that can only be one process of the run: the
+// shell itself ($$, $BASHPID), a job it started ($!), or a variable only
+// ever set to one of those or to a number.
 func (s *scanner) childPid(word string) bool {
-	const bang = varOpen + "!" + varClose
-	if word == bang || isDigits(word) {
+	if ownPid(word) || isDigits(word) {
 		return true
 	}
 	name, pre := strings.CutPrefix(word, varOpen)
@@ -91,11 +91,20 @@ func (s *scanner) childPid(word string) bool {
 		return false
 	}
 	for _, val := range v.values {
-		if val != bang && !isDigits(val) {
+		if !ownPid(val) && !isDigits(val) {
 			return false
 		}
 	}
 	return true
+}
+
+func ownPid(word string) bool {
+	for _, n := range []string{"!", "$", "BASHPID"} {
+		if word == varOpen+n+varClose {
+			return true
+		}
+	}
+	return false
 }
 
 // classifyFind is read-only unless it deletes, writes lists, or runs
