@@ -81,7 +81,8 @@ func classifyGit(s *scanner, f *finding, c call) bool {
 		sub, rest = words[0], append(words[1:], rest...)
 	}
 	switch sub {
-	case "clone", "fetch", "pull", "push", "ls-remote", "archive", "send-email", "request-pull", "svn", "p4", "remote-http", "remote-https":
+	case "clone", "fetch", "pull", "push", "ls-remote", "archive", "send-email", "request-pull", "svn", "p4", "remote-http", "remote-https",
+		"daemon", "instaweb", "imap-send", "http-fetch", "http-push", "fetch-pack", "send-pack", "upload-pack", "receive-pack":
 		if sub == "archive" && !hasPrefixArg(rest, "--remote") {
 			f.add(Mutating, "git archive writes an archive")
 			return false

@@ -246,9 +246,31 @@ func (rt *Runtime) markLive(id string) (func(), error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy exec", Path: dir, Err: err}
 	}
+	pruneLive(dir)
 	p := filepath.Join(dir, fmt.Sprintf("%d-%s", os.Getpid(), id))
 	if err := os.WriteFile(p, []byte(id+" "+start+"\n"), 0o600); err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy exec", Path: p, Err: err}
 	}
 	return func() { os.Remove(p) }, nil
+}
+
+// pruneLive removes the registrations of processes that are gone (a run
+// killed before it could remove its own), so the directory stays small.
+func pruneLive(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		pidText, _, ok := strings.Cut(e.Name(), "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		_, start, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		if _, now, alive := procStat(pid); !alive || now != start {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }

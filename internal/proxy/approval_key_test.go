@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
 // TestApprovalKey: the key is made once, 0600, by whichever approve comes
@@ -68,5 +69,43 @@ func TestApprovalKey(t *testing.T) {
 		if approvalMAC(keys[0], &c) == base {
 			t.Errorf("the MAC does not cover the %s", name)
 		}
+	}
+}
+
+// TestLiveRegistry: a run's registration names this process and goes with
+// it; one of a process that is gone is pruned by the next run.
+func TestLiveRegistry(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	dir := liveDir(home)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "2147483000-old")
+	if err := os.WriteFile(stale, []byte("old 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := &Runtime{Home: &registry.Home{Dir: home}}
+	unmark, err := rt.markLive("run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a dead process's registration stays: %v", err)
+	}
+	_, start, _ := procStat(os.Getpid())
+	if id := liveRunOf(home, os.Getpid(), start); id != "run1" {
+		t.Errorf("this process runs %q", id)
+	}
+	if err := rt.outsideRun("proxy approve"); !errs.Is(err, ApprovalFromRun) {
+		t.Errorf("approve in a registered process: %v", err)
+	}
+	unmark()
+	if id := liveRunOf(home, os.Getpid(), start); id != "" {
+		t.Errorf("after the run, this process runs %q", id)
+	}
+	rt.Getenv = func(string) string { return "" }
+	if err := rt.outsideRun("proxy approve"); err != nil {
+		t.Errorf("approve outside any run: %v", err)
 	}
 }
