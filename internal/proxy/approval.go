@@ -160,6 +160,50 @@ func (rt *Runtime) checkMAC(a *Envelope) error {
 	return nil
 }
 
+// usedFile is the ledger of used approvals: "APPROVAL RUN" lines,
+// appended under the store's lock. An approval is used once; restoring
+// its record (status and MAC) after the use does not make it count.
+const usedFile = "approvals.used"
+
+// markUsed appends an approval to the ledger, durably, before the run
+// that uses it starts.
+func markUsed(home, approval, run string) error {
+	dir := filepath.Join(home, keyDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy exec", Path: dir, Err: err}
+	}
+	path := filepath.Join(dir, usedFile)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy exec", Path: path, Err: err}
+	}
+	_, err = fmt.Fprintf(f, "%s %s\n", approval, run)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy exec", Path: path, Err: err}
+	}
+	return nil
+}
+
+// usedBy is the run that used an approval, by the ledger ("" if none).
+func usedBy(home, approval string) string {
+	b, err := os.ReadFile(filepath.Join(home, keyDir, usedFile))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if id, run, ok := strings.Cut(line, " "); ok && id == approval {
+			return run
+		}
+	}
+	return ""
+}
+
 // RunMarker is the environment variable every run's command gets: the
 // run's id.
 const RunMarker = "AVFS_PROXY_RUN"

@@ -105,8 +105,15 @@ func TestApprovalForgedRecord(t *testing.T) {
 		t.Fatalf("approval without a MAC: %d %s", code, out)
 	}
 	// The real one still runs, once.
+	saved := e.readRecord(real.ID)
 	if env := e.exec(0, "", "--approval", real.ID); env.Result.Stdout != "approved\n" {
 		t.Fatalf("real approval: %+v", env.Result)
+	}
+	// Its record put back as it was before the use (status and MAC)
+	// does not make it count again.
+	e.writeRecord(real.ID, saved)
+	if code, out, _ := e.avfs("", "--json", "proxy", "exec", "--approval", real.ID); code != 15 || !strings.Contains(out, "ApprovalUsed") {
+		t.Fatalf("a used approval restored on disk: %d %s", code, out)
 	}
 }
 

@@ -175,6 +175,9 @@ func (rt *Runtime) approvalUsable(a *Envelope) error {
 	if err := rt.checkMAC(a); err != nil {
 		return err
 	}
+	if by := usedBy(rt.Home.Dir, a.ID); by != "" {
+		return &errs.Error{Kind: ApprovalUsed, Op: "proxy", Err: fmt.Errorf("approval %s was already used by run %s (its record was edited back)", ap.ID, by)}
+	}
 	if rt.now().After(ap.ExpiresAt) {
 		return &errs.Error{Kind: ApprovalExpired, Op: "proxy", Err: fmt.Errorf("approval %s expired at %s", ap.ID, ap.ExpiresAt.Format(time.RFC3339))}
 	}
@@ -200,7 +203,13 @@ func (rt *Runtime) useApproval(approvalID, id string) (*Approval, error) {
 		if err := rt.approvalUsable(a); err != nil {
 			return err
 		}
+		// The ledger first: once it names the approval, no edit of the
+		// record makes it count again.
+		if err := markUsed(rt.Home.Dir, a.ID, id); err != nil {
+			return err
+		}
 		a.Result.Approval.Status, a.Result.Approval.UsedBy = "used", &id
+		a.Result.Approval.MAC = nil
 		if err := rt.Store.Put(a); err != nil {
 			return err
 		}
