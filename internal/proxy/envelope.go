@@ -130,7 +130,7 @@ type Approval struct {
 	DecidedAt *time.Time `json:"decided_at"`
 	UsedBy    *string    `json:"used_by"`
 	// MAC binds an approved request to this record (approval.go): null
-	// until a person approves.
+	// until a person approves, and again once the approval is used.
 	MAC *string `json:"mac"`
 }
 

@@ -446,7 +446,7 @@ export interface ProxyApprovalResult {
     expires_at: Time;
     decided_at: Time | null;
     used_by: string | null;
-    /** HMAC-SHA256 (hex) binding the approval to this request under the home's approval key; null until a person approves. A record without a valid one never counts as an approval */
+    /** HMAC-SHA256 (hex) binding the approval to this request under the home's approval key; null until a person approves, and again once the approval is used. A record without a valid one never counts as an approval */
     mac?: string | null;
   };
 }
@@ -555,7 +555,7 @@ export interface ProxyExecResult {
       expires_at: Time;
       decided_at: Time | null;
       used_by: string | null;
-      /** HMAC-SHA256 (hex) binding the approval to this request under the home's approval key; null until a person approves. A record without a valid one never counts as an approval */
+      /** HMAC-SHA256 (hex) binding the approval to this request under the home's approval key; null until a person approves, and again once the approval is used. A record without a valid one never counts as an approval */
       mac?: string | null;
     } | null;
     error: {
