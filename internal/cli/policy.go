@@ -105,7 +105,11 @@ func (r checkResult) human(w io.Writer) {
 	d := r.Decision
 	fmt.Fprintf(w, "%s (%s): %s\n", d.Action, d.Rule, d.Reason)
 	for _, c := range d.Commands {
-		fmt.Fprintf(w, "  %-22s %-22s %s [%s]\n", c.Program, c.Action, c.Reason, strings.Join(c.Categories, ","))
+		dyn := ""
+		if c.Dynamic {
+			dyn = " (a word known only at run time)"
+		}
+		fmt.Fprintf(w, "  %-22s %-22s %s [%s]%s\n", c.Program, c.Action, c.Reason, strings.Join(c.Categories, ","), dyn)
 	}
 }
 
