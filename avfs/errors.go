@@ -64,6 +64,11 @@ const (
 	ApprovalExpired  = proxy.ApprovalExpired
 	ApprovalUsed     = proxy.ApprovalUsed
 	ApprovalMismatch = proxy.ApprovalMismatch
+	// ApprovalForged: an --approval whose record was not approved by
+	// `avfs proxy approve` (created or edited on disk).
+	ApprovalForged = proxy.ApprovalForged
+	// ApprovalFromRun: approve or reject called from inside a proxy run.
+	ApprovalFromRun = proxy.ApprovalFromRun
 )
 
 // BinaryNotFound is a mount or a proxy run that needs the avfs program

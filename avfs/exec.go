@@ -143,7 +143,9 @@ func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 }
 
 // Approve records a person's approval of run id, which awaits it; run it
-// with ExecRequest{Approval: id}.
+// with ExecRequest{Approval: id}. It fails with ApprovalFromRun when called
+// from inside a proxy run, and the approval counts only through the MAC it
+// stores (ApprovalForged otherwise).
 func (h *Home) Approve(id string) (*Envelope, error) { return h.decide(id, true) }
 
 // Reject records a person's refusal of run id.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
@@ -104,12 +105,17 @@ func (r checkResult) human(w io.Writer) {
 	d := r.Decision
 	fmt.Fprintf(w, "%s (%s): %s\n", d.Action, d.Rule, d.Reason)
 	for _, c := range d.Commands {
-		fmt.Fprintf(w, "  %-22s %-22s %s [%s]\n", c.Program, c.Action, c.Reason, strings.Join(c.Categories, ","))
+		dyn := ""
+		if c.Dynamic {
+			dyn = " (a word known only at run time)"
+		}
+		fmt.Fprintf(w, "  %-22s %-22s %s [%s]%s\n", c.Program, c.Action, c.Reason, strings.Join(c.Categories, ","), dyn)
 	}
 }
 
 func (a *app) policyCheckCmd() *cobra.Command {
 	var shell, cwd string
+	var env []string
 	c := &cobra.Command{
 		Use:   "check [--shell SCRIPT | -- ARGV...]",
 		Short: "Print the policy's decision for a command, without running anything",
@@ -122,16 +128,25 @@ func (a *app) policyCheckCmd() *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			req := policy.Request{Argv: slices.Clone(args), Shell: shell, Cwd: cwd}
-			r := checkResult{SchemaVersion: 1, Kind: "policy_decision", Request: req, Decision: policy.Classify(req, p)}
+			req := policy.Request{Argv: slices.Clone(args), Shell: shell, Cwd: cwd, Env: env}
+			r := checkResult{SchemaVersion: 1, Kind: "policy_decision", Request: req}
 			if vault != "" {
+				// Judged as proxy exec judges it: through the vault's symlinks.
+				h, err := a.home()
+				if err != nil {
+					return nil, err
+				}
 				r.Vault = &vault
+				r.Decision = (&proxy.Runtime{Home: h, Policy: p}).Classify(vault, req)
+			} else {
+				r.Decision = policy.Classify(req, p)
 			}
 			return r, nil
 		}),
 	}
 	c.Flags().SetInterspersed(false)
 	c.Flags().StringVar(&shell, "shell", "", "a shell script to classify as a whole")
-	c.Flags().StringVar(&cwd, "cwd", "/", "working directory inside the vault (for .. checks)")
+	c.Flags().StringVar(&cwd, "cwd", "/", "working directory inside the vault (for .. checks, through the vault's symlinks)")
+	c.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE the command would get with proxy exec --env (repeatable)")
 	return c
 }

@@ -357,13 +357,19 @@ func (a *app) proxyDecideCmd(verb string, approve bool) *cobra.Command {
 	return &cobra.Command{
 		Use:   verb + " ID",
 		Short: map[bool]string{true: "Approve a proxy run that awaits approval", false: "Reject a proxy run that awaits approval"}[approve],
-		Args:  exactArgs(1),
+		Long: `A person's answer to a run awaiting approval. It is refused with
+ApprovalFromRun when called from inside a proxy run ($AVFS_PROXY_RUN set, or
+an ancestor process running a proxy command). An approval is bound to its
+request (id, vault, cwd, command, expiry) by an HMAC under
+$AVFS_HOME/keys/approval.key (created 0600 on first use); a record edited or
+written on disk never counts as one (ApprovalForged).`,
+		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			h, store, err := a.proxyStore()
 			if err != nil {
 				return nil, err
 			}
-			rt := &proxy.Runtime{Home: h, Store: store}
+			rt := &proxy.Runtime{Home: h, Store: store, Getenv: a.env.Getenv}
 			e, err := rt.Decide(args[0], approve)
 			if err != nil {
 				return nil, err

@@ -1,9 +1,10 @@
 // Package policy decides, before any work is done, what avfs proxy exec may
 // do with a command: allow it, allow it behind a checkpoint, ask a person,
-// or refuse it. Classify is a pure function of the request and the rules:
-// it reads no file, starts nothing and touches no vault, so a denied
-// command costs nothing and `avfs policy check` can show the decision
-// without running anything.
+// or refuse it. Classify is a function of the request and the rules: it
+// starts nothing and writes nothing, so a denied command costs nothing and
+// `avfs policy check` can show the decision without running anything. The
+// only thing it may read is the workspace's symlinks, through the Links
+// the caller gives it.
 //
 // The command line is never trusted by its shape. Shell text (--shell, and
 // the script argument of sh -c / bash -c, trap, su -c ...) is parsed with a
@@ -14,9 +15,14 @@
 // parser cannot see — a syntax error, eval, a command name built at run
 // time — is denied with a reason.
 //
-// This is a top-level command boundary, not a sandbox: a program that is
-// allowed may itself do anything its code does (a Python script that opens
-// a socket is not seen). Pair avfs with OS isolation for hostile code.
+// Programs are classified by one table (programs.go), wrappers looked
+// through by another (wrappers.go). Scripts are parsed in the dialect of
+// the shell that runs them. A word known only at run time is never
+// allowed without a checkpoint, and the decision says so (Dynamic).
+//
+// This is a text classifier, not a sandbox: a program that is allowed may
+// itself do anything its code does (a Python script that opens a socket is
+// not seen). Kernel isolation is what stops that.
 package policy
 
 import (
@@ -95,6 +101,12 @@ type Request struct {
 	Argv  []string `json:"argv,omitempty"`
 	Shell string   `json:"shell,omitempty"`
 	Cwd   string   `json:"cwd,omitempty"`
+	// Env is what the command's environment gets besides the runtime's
+	// (--env): assignments that change what runs are judged.
+	Env []string `json:"env,omitempty"`
+	// Links resolves the workspace's symlinks, so that --cwd and ".." are
+	// judged where they really lead; nil judges paths by their text.
+	Links Links `json:"-"`
 }
 
 // Decision is the policy's answer for a whole request. Commands holds the
@@ -106,6 +118,10 @@ type Decision struct {
 	Reason     string    `json:"reason"`
 	Rule       string    `json:"rule"`
 	Commands   []Command `json:"commands"`
+	// Dynamic is true when some word of the request is known only at run
+	// time ($x, $(...), $'...'): such a request is never allowed without
+	// a checkpoint, since what it names is not known.
+	Dynamic bool `json:"dynamic"`
 }
 
 // Command is the decision for one simple command of a request.
@@ -116,6 +132,7 @@ type Command struct {
 	Categories []string `json:"categories"`
 	Reason     string   `json:"reason"`
 	Rule       string   `json:"rule"`
+	Dynamic    bool     `json:"dynamic"` // an argument is known only at run time
 }
 
 // finding is what the default rules see in one simple command.
@@ -123,6 +140,7 @@ type finding struct {
 	program string
 	args    []string
 	cats    map[Category]string // category → why
+	dynamic bool                // some word is known only at run time
 }
 
 func newFinding(program string, args []string) *finding {
@@ -146,7 +164,7 @@ func (f *finding) categories() []string {
 }
 
 // Classify decides what to do with req under p (nil: the default rules).
-// It is pure and never panics on any input.
+// It never panics on any input.
 func Classify(req Request, p *Policy) Decision {
 	if p == nil {
 		p = Default()
@@ -157,6 +175,7 @@ func Classify(req Request, p *Policy) Decision {
 	for _, f := range found {
 		c := p.decide(f)
 		d.Commands = append(d.Commands, c)
+		d.Dynamic = d.Dynamic || c.Dynamic
 		for _, k := range c.Categories {
 			cats[k] = true
 		}
@@ -177,7 +196,7 @@ func Classify(req Request, p *Policy) Decision {
 
 // decide applies the rule files and the default categories to a finding.
 func (p *Policy) decide(f *finding) Command {
-	c := Command{Program: f.program, Args: f.args, Categories: f.categories(), Action: Allow}
+	c := Command{Program: f.program, Args: f.args, Categories: f.categories(), Action: Allow, Dynamic: f.dynamic}
 	if c.Args == nil {
 		c.Args = []string{}
 	}

@@ -8,9 +8,22 @@ import (
 	"testing"
 )
 
+// lineRequest reads a test line: "$ SCRIPT" is a --shell script; any
+// other line is split into an argv as a shell would (quotes removed).
+func lineRequest(t *testing.T, line string) Request {
+	t.Helper()
+	if s, ok := strings.CutPrefix(line, "$ "); ok {
+		return Request{Shell: s}
+	}
+	words, _, ok := splitWords(line)
+	if !ok {
+		t.Fatalf("%q: not a plain argv", line)
+	}
+	return Request{Argv: words}
+}
+
 // TestClassifyTable pins the default decision of command lines, shell
-// tricks included. A line starting with "$ " is a --shell script; any
-// other is split on spaces into an argv.
+// tricks included.
 func TestClassifyTable(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -61,7 +74,8 @@ func TestClassifyTable(t *testing.T) {
 		{"$ a && curl x || true", RequireApproval, Networked},
 		{"$ echo $(curl x)", RequireApproval, Networked},
 		{"$ echo `wget x`", RequireApproval, Networked},
-		{"$ cat <(curl x)", RequireApproval, Networked},
+		{"bash -c 'cat <(curl x)'", RequireApproval, Networked},
+		{"$ cat <(curl x)", Deny, Unparsable}, // /bin/sh is dash: no process substitution
 		{"$ (cd sub && git push)", RequireApproval, Networked},
 		{`$ bash -c "curl x"`, RequireApproval, Networked},
 		{"$ bash -c 'sh -c \"nc host 1\"'", RequireApproval, Networked},
@@ -102,13 +116,7 @@ func TestClassifyTable(t *testing.T) {
 		{"/tmp/evil.sh", Deny, HostEscape},
 	}
 	for _, c := range cases {
-		req := Request{}
-		if s, ok := strings.CutPrefix(c.line, "$ "); ok {
-			req.Shell = s
-		} else {
-			req.Argv = strings.Fields(c.line)
-		}
-		d := Classify(req, nil)
+		d := Classify(lineRequest(t, c.line), nil)
 		if d.Action != c.want {
 			t.Errorf("%q: %s (%s, rule %s), want %s", c.line, d.Action, d.Reason, d.Rule, c.want)
 			continue
@@ -122,6 +130,70 @@ func TestClassifyTable(t *testing.T) {
 	}
 	if len(cases) < 40 {
 		t.Fatalf("only %d cases", len(cases))
+	}
+}
+
+// TestDynamic: a word known only at run time is marked, and never
+// allowed without a checkpoint; a variable the script sets is known.
+func TestDynamic(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		line    string
+		want    Action
+		dynamic bool
+	}{
+		{"$ cat x", Allow, false},
+		{"$ cat $x", AllowWithCheckpoint, true},
+		{"$ cat \"$(ls)\"", AllowWithCheckpoint, true},
+		{"$ echo `date`", AllowWithCheckpoint, true},
+		{"$ cat $'\\x61'", AllowWithCheckpoint, true},
+		{`bash -c "cat \$'\\x61'"`, AllowWithCheckpoint, true},
+		{"$ x=a; cat $x", Allow, false},
+		{"$ cd src && cat ../go.mod && cd .. && ls", Allow, false},
+		{"$ cd src; cd ..; cd ..; ls", Deny, false},
+		{"$ sleep 9 & pid=$!; kill $pid", AllowWithCheckpoint, true},
+		{"$ sleep 9 & kill $!", AllowWithCheckpoint, true},
+		{"$ kill $pid", Deny, true},
+		{"$ kill -TERM $$", AllowWithCheckpoint, true},
+		{"$ kill -TERM -$$", Deny, true},
+		{"$ for f in a b; do cat \"$f\"; done", Allow, false},
+		{"$ read x; cat $x", AllowWithCheckpoint, true},
+		{"$ x=a; read x; cat $x", AllowWithCheckpoint, true},
+		{"$ cat < $f", AllowWithCheckpoint, true},
+		{"$ ls | xargs cat", AllowWithCheckpoint, true},
+		{"$ [ -f x ] && cat x", Allow, false},
+	} {
+		d := Classify(lineRequest(t, c.line), nil)
+		if d.Action != c.want || d.Dynamic != c.dynamic {
+			t.Errorf("%q: %s dynamic=%v (%s), want %s dynamic=%v", c.line, d.Action, d.Dynamic, d.Reason, c.want, c.dynamic)
+		}
+	}
+}
+
+// TestDialect: a script is parsed in the language of the shell that runs
+// it: --shell runs /bin/sh (dash), bash -c runs bash.
+func TestDialect(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		line string
+		want Action
+	}{
+		{"$ echo ${x/a/b}", Deny},                        // not sh: the script fails in dash
+		{"bash -c 'echo ${x/a/b}'", AllowWithCheckpoint}, // bash: a run-time word
+		{"$ cat <(curl x)", Deny},
+		{"bash -c 'cat <(curl x)'", RequireApproval},
+		{"$ x='a[$(curl x)]'; echo $((x))", AllowWithCheckpoint}, // dash has no arrays
+		{"bash -c 'x=\"a[\\$(id)]\"; echo $((x))'", Deny},        // bash runs id
+		{"bash -c 'for ((i=0; i<3; i++)); do echo $((i*2)); done'", AllowWithCheckpoint},
+		{"bash -c 'n=3; echo $((n+1))'", AllowWithCheckpoint}, // a known number, still a run-time word
+		{"sh -c 'echo $((n+1))'", AllowWithCheckpoint},
+		{"bash -c 'echo $((n+1))'", Deny},
+		{"zsh -c 'curl x'", RequireApproval},
+		{"fish -c 'ls'", Deny},
+	} {
+		if d := Classify(lineRequest(t, c.line), nil); d.Action != c.want {
+			t.Errorf("%q: %s (%s), want %s", c.line, d.Action, d.Reason, c.want)
+		}
 	}
 }
 
@@ -242,7 +314,9 @@ func TestInvalidPolicyFile(t *testing.T) {
 // always gives a valid action with a reason.
 func FuzzClassify(f *testing.F) {
 	for _, s := range []string{"ls", "a | b && c; d &", "$(curl x)", "echo 'x", "f() { g; }; f",
-		"cat <<EOF\n$(x)\nEOF", "bash -c \"sh -c 'eval x'\"", "find . -exec rm {} +", "xargs", "env", "timeout"} {
+		"cat <<EOF\n$(x)\nEOF", "bash -c \"sh -c 'eval x'\"", "find . -exec rm {} +", "xargs", "env", "timeout",
+		"sed 's/a/b/w x' f", "sed -e 1e -e y/a/", "tar -cfh:x -I", "git -c alias.a=b a", "env -S", "kill -s",
+		"watch -n", "parallel ::: x", "bash -c 'x=a[1]; echo $((x))'", "cat /{a,{b,c}}/*"} {
 		f.Add(s, "/")
 	}
 	f.Fuzz(func(t *testing.T, script, cwd string) {

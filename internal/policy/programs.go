@@ -10,48 +10,136 @@ import (
 // that really runs. It returns the finding it recorded, or nil when the
 // command only runs a nested script (whose commands are recorded instead).
 func (s *scanner) command(argv []string, dyn []bool, level int) *finding {
-	progAt := map[int]bool{}
-	start := 0
-	var wrappers []string
-	for {
-		progAt[start] = true
-		prog := progName(argv[start])
-		next, ok := unwrap(prog, argv[start:])
-		if !ok || start+next >= len(argv) {
+	var wrapped []string
+	s.xargsReplace = ""
+	hostWhy := ""
+	judge := func(words []string) {
+		for _, a := range words {
+			if why := s.hostPath(a); why != "" && hostWhy == "" {
+				hostWhy = "argument " + why + ": " + printable(a)
+			}
+		}
+	}
+	defer func() {
+		if hostWhy != "" {
+			f := newFinding(progName(argv[0]), argv[1:])
+			f.add(HostEscape, hostWhy)
+			s.found = append(s.found, f)
+		}
+	}()
+	for len(argv) > 0 {
+		if !binDir(argv[0]) {
+			judge(argv[:1]) // a program named by a path outside the system's bin directories
+		}
+		w, ok := s.unwrap(argv, dyn, level)
+		if !ok {
 			break
 		}
-		wrappers = append(wrappers, prog)
-		start += next
-		if dyn[start] {
-			s.deny(printable(argv[start]), "the command %s runs is computed when the script runs", prog)
+		judge(argv[1 : len(argv)-len(w.rest)])
+		wrapped = append(wrapped, w.prog)
+		switch {
+		case w.noCommand:
+			f := newFinding(w.prog, argv[1:])
+			f.add(ReadOnly, w.prog+" runs no command here")
+			s.found = append(s.found, f)
+			return f
+		case w.script != "" || w.scriptDyn:
+			if w.scriptDyn {
+				s.deny(w.prog, "the script %s runs is computed when the outer script runs", w.prog)
+				return nil
+			}
+			s.script(w.script, syntaxSh, level+1)
+			return nil
+		case w.replace != nil:
+			argv, dyn = w.replace, w.replaceDyn
+		default:
+			argv, dyn = w.rest, w.dyn
+		}
+		if len(argv) == 0 {
+			if contains(wrapped, "xargs") && w.prog != "xargs" {
+				s.deny(w.prog, "the command %s runs comes from xargs's input", w.prog)
+				return nil
+			}
+			f := newFinding(w.prog, nil)
+			f.add(ReadOnly, w.prog+" without a command only prints")
+			s.found = append(s.found, f)
+			return f
+		}
+		if dyn[0] {
+			s.deny(printable(argv[0]), "the command %s runs is computed when the script runs", w.prog)
+			return nil
+		}
+		if s.xargsReplace != "" && strings.Contains(argv[0], s.xargsReplace) {
+			s.deny(argv[0], "the command xargs runs comes from its input")
 			return nil
 		}
 	}
-	prog := progName(argv[start])
-	f := newFinding(prog, argv[start+1:])
-	for i, a := range argv {
-		if progAt[i] && binDir(a) {
-			continue // a program named by its path, as /usr/bin/curl
+	prog := progName(argv[0])
+	f := newFinding(prog, argv[1:])
+	if declares[prog] {
+		for i, a := range argv[1:] {
+			if name, val, ok := strings.Cut(a, "="); ok && isAssignment(a) {
+				s.assignment(name, val, dyn[i+1])
+				if _, runs := runVars[name]; runs {
+					continue // judged as what it changes
+				}
+			}
+			judge(argv[i+1 : i+2])
 		}
-		if why := s.hostPath(a); why != "" {
-			f.add(HostEscape, "argument "+why+": "+printable(a))
-			break
-		}
+	} else {
+		judge(argv[1:])
 	}
-	nested := s.program(f, argv[start+1:], dyn[start+1:], level)
+	if hostWhy != "" {
+		f.add(HostEscape, hostWhy)
+		hostWhy = ""
+	}
+	if contains(wrapped, "xargs") && isShell(prog) && shellScriptFromArgs(argv[1:]) {
+		s.deny(prog, "%s -c reads its script from xargs's input", prog)
+		return nil
+	}
+	if s.isSelf(argv[0]) {
+		f.add(HostEscape, "runs avfs itself, which acts on vaults, policy and approvals")
+	}
+	nested := s.program(f, argv[1:], dyn[1:], level)
 	if nested && len(f.cats) == 0 {
 		return nil
+	}
+	for _, d := range dyn[1:] {
+		if d {
+			f.dynamic = true
+		}
 	}
 	if len(f.cats) == 0 {
 		f.add(Unknown, "unknown program "+prog+": assumed to write to the workspace")
 	}
-	for _, w := range wrappers {
+	for _, w := range wrapped {
 		if w == "xargs" {
 			f.args = append(f.args, "(arguments from input)")
+			f.dynamic = true
+		}
+	}
+	if _, ok := f.cats[ReadOnly]; ok && f.dynamic {
+		delete(f.cats, ReadOnly)
+		if len(f.cats) == 0 {
+			f.add(Unknown, prog+" is given a word known only at run time, so what it reads is not known")
 		}
 	}
 	s.found = append(s.found, f)
 	return f
+}
+
+// declares are the builtins whose NAME=VALUE arguments are assignments.
+var declares = set("export", "local", "declare", "readonly", "typeset")
+
+// shellScriptFromArgs reports sh -c without its script among args (xargs
+// appends it from its input).
+func shellScriptFromArgs(args []string) bool {
+	for i, a := range args {
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "c") {
+			return i == len(args)-1
+		}
+	}
+	return false
 }
 
 // binDir reports a program path in one of the system's program
@@ -72,421 +160,144 @@ func progName(word string) string {
 	return word
 }
 
-// unwrap returns, for a wrapper program, the offset in argv of the command
-// it runs. ok is false when prog is not a wrapper.
-func unwrap(prog string, argv []string) (int, bool) {
-	i := 1
-	skip := func(withValue map[string]bool) {
-		for i < len(argv) && strings.HasPrefix(argv[i], "-") && argv[i] != "-" {
-			a := argv[i]
-			i++
-			if a == "--" {
-				return
-			}
-			if withValue[a] && i < len(argv) {
-				i++
-			}
-		}
-	}
-	switch prog {
-	case "env":
-		skip(map[string]bool{"-u": true, "--unset": true, "-C": true, "--chdir": true, "-S": true, "--split-string": true})
-		for i < len(argv) && strings.Contains(argv[i], "=") && !strings.HasPrefix(argv[i], "=") {
-			i++
-		}
-	case "sudo", "doas":
-		skip(map[string]bool{"-u": true, "-g": true, "-h": true, "-p": true, "-C": true, "-D": true,
-			"-r": true, "-t": true, "-U": true, "-T": true, "-R": true})
-	case "nice":
-		skip(map[string]bool{"-n": true, "--adjustment": true})
-	case "ionice":
-		skip(map[string]bool{"-c": true, "-n": true, "-p": true})
-	case "timeout":
-		skip(map[string]bool{"-s": true, "--signal": true, "-k": true, "--kill-after": true})
-		i++ // the duration
-	case "xargs":
-		skip(map[string]bool{"-a": true, "-d": true, "-E": true, "-e": true, "-I": true, "-i": false,
-			"-L": true, "-l": false, "-n": true, "-P": true, "-s": true, "--arg-file": true,
-			"--delimiter": true, "--max-args": true, "--max-procs": true, "--max-lines": true})
-	case "busybox", "nohup", "setsid", "builtin", "unbuffer", "chronic":
-	case "command":
-		skip(nil)
-		if hasArg(argv[1:i], "-v") || hasArg(argv[1:i], "-V") {
-			return 0, false // only looks the name up
-		}
-	case "exec":
-		skip(map[string]bool{"-a": true})
-	case "stdbuf":
-		skip(map[string]bool{"-i": true, "-o": true, "-e": true})
-	case "time":
-		skip(map[string]bool{"-f": true, "--format": true, "-o": true, "--output": true})
-	default:
-		return 0, false
-	}
-	return i, true
+// call is what a program's classifier is given.
+type call struct {
+	args  []string
+	dyn   []bool
+	level int
 }
 
-// Program tables of the default rules.
+// A classifier adds the categories of a program's finding, given its
+// arguments. It returns true when the program only runs nested commands,
+// which were recorded on their own.
+type classifier func(s *scanner, f *finding, c call) bool
+
+// is classifies a program that always shows cat.
+func is(cat Category, why string) classifier {
+	return func(s *scanner, f *finding, c call) bool {
+		f.add(cat, f.program+" "+why)
+		return false
+	}
+}
+
 var (
-	readOnlyProgs = set("cat", "ls", "ll", "dir", "grep", "egrep", "fgrep", "rg", "ag", "head", "tail", "wc", "pwd",
-		"echo", "printf", "true", "false", ":", "test", "[", "[[", "stat", "file", "du", "df", "which", "whereis",
-		"type", "id", "whoami", "groups", "date", "uname", "hostname", "printenv", "basename", "dirname", "realpath",
-		"readlink", "sort", "uniq", "cut", "tr", "diff", "cmp", "comm", "md5sum", "sha1sum", "sha256sum",
-		"sha512sum", "b2sum", "cksum", "jq", "yq", "tree", "nl", "od", "hexdump", "xxd", "column", "seq", "sleep",
-		"expr", "cd", "pushd", "popd", "dirs", "set", "shopt", "unset", "export", "local", "declare", "readonly",
-		"typeset", "read", "shift", "return", "exit", "break", "continue", "wait", "jobs", "hash", "umask",
-		"getopts", "let", "fold", "fmt", "paste", "join", "rev", "tac", "base64", "strings", "nproc", "free",
-		"uptime", "ps", "lsof", "env", "command", "exec", "xargs", "trap", "zcat", "zgrep", "bzcat", "xzcat", "tput", "locale", "getconf", "yes")
-	mutatingProgs = set("mv", "cp", "touch", "mkdir", "rmdir", "ln", "chmod", "chown", "chgrp", "tee", "install",
-		"patch", "unzip", "gzip", "gunzip", "bzip2", "xz", "zip", "7z", "make", "cmake", "ninja", "mkfifo",
-		"mknod", "split", "csplit", "kill", "pkill", "killall", "awk", "gawk", "mawk", "perl", "gcc", "cc", "g++",
-		"clang", "rustc", "javac", "tsc", "protoc", "sqlite3", "source", ".", "rename", "sync")
-	destructiveProgs = set("truncate", "dd", "shred", "wipefs", "fallocate", "srm")
-	networkProgs     = set("curl", "wget", "ssh", "scp", "sftp", "nc", "ncat", "netcat", "telnet", "ftp", "socat",
-		"ping", "dig", "nslookup", "host", "aria2c", "httpie", "http", "https", "lftp", "whois", "traceroute", "gh")
-	hostProgs = set("docker", "podman", "kubectl", "systemctl", "service", "mount", "umount", "chroot", "nsenter",
-		"unshare", "insmod", "rmmod", "modprobe", "reboot", "shutdown", "poweroff", "halt", "useradd", "userdel",
-		"usermod", "passwd", "crontab", "iptables", "nft", "ip", "ifconfig", "losetup", "su", "sudo", "doas")
-	interactiveProgs = set("vim", "vi", "nvim", "nano", "emacs", "less", "more", "most", "top", "htop", "btop", "man",
-		"watch", "tmux", "screen", "ed", "mc", "info", "psql", "mysql", "redis-cli", "mongo", "mongosh")
-	interpreters = set("python", "python3", "python2", "node", "nodejs", "ruby", "irb", "php", "lua", "deno",
-		"bun", "ghci", "R", "julia", "tclsh", "pypy", "pypy3")
-	shells = set("sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish")
+	readOnly    = is(ReadOnly, "only reads")
+	mutating    = is(Mutating, "writes files")
+	destructive = is(Destructive, "overwrites or removes data")
+	networked   = is(Networked, "talks to the network")
+	interactive = is(Interactive, "wants a terminal")
+	onHost      = is(HostEscape, "acts on the host outside the workspace")
+	avfsItself  = is(HostEscape, "is avfs itself, which acts on vaults, policy and approvals")
+	otherUser   = is(HostEscape, "runs commands as another user")
+	mounts      = is(HostEscape, "mounts or unmounts filesystems, the workspace's own included")
+	signalsAll  = is(HostEscape, "signals processes by name, the host's included")
 )
 
-func set(names ...string) map[string]bool {
-	m := make(map[string]bool, len(names))
-	for _, n := range names {
-		m[n] = true
+// programs is the one table of the default rules: program name → its
+// classifier. Names not in it are unknown programs (allowed behind a
+// checkpoint); wrappers (wrappers.go) are looked through before it.
+var programs map[string]classifier
+
+func init() {
+	programs = map[string]classifier{
+		// Read-only tools.
+		"cat": readOnly, "ls": readOnly, "ll": readOnly, "dir": readOnly, "grep": readOnly, "egrep": readOnly,
+		"fgrep": readOnly, "rg": readOnly, "ag": readOnly, "head": readOnly, "tail": readOnly, "wc": readOnly,
+		"pwd": readOnly, "echo": readOnly, "printf": readOnly, "true": readOnly, "false": readOnly, ":": readOnly,
+		"test": readOnly, "[": readOnly, "[[": readOnly, "stat": readOnly, "file": readOnly, "du": readOnly,
+		"df": readOnly, "which": readOnly, "whereis": readOnly, "type": readOnly, "id": readOnly,
+		"whoami": readOnly, "groups": readOnly, "date": readOnly, "uname": readOnly, "hostname": readOnly,
+		"printenv": readOnly, "basename": readOnly, "dirname": readOnly, "realpath": readOnly,
+		"readlink": readOnly, "sort": readOnly, "uniq": readOnly, "cut": readOnly, "tr": readOnly, "diff": readOnly,
+		"cmp": readOnly, "comm": readOnly, "md5sum": readOnly, "sha1sum": readOnly, "sha256sum": readOnly,
+		"sha512sum": readOnly, "b2sum": readOnly, "cksum": readOnly, "jq": readOnly, "yq": readOnly,
+		"tree": readOnly, "nl": readOnly, "od": readOnly, "hexdump": readOnly, "xxd": readOnly, "column": readOnly,
+		"seq": readOnly, "sleep": readOnly, "expr": readOnly, "cd": readOnly, "pushd": readOnly, "popd": readOnly,
+		"dirs": readOnly, "set": readOnly, "shopt": readOnly, "unset": readOnly, "export": readOnly,
+		"local": readOnly, "declare": readOnly, "readonly": readOnly, "typeset": readOnly, "read": readOnly,
+		"shift": readOnly, "return": readOnly, "exit": readOnly, "break": readOnly, "continue": readOnly,
+		"wait": readOnly, "jobs": readOnly, "umask": readOnly, "getopts": readOnly, "let": readOnly,
+		"fold": readOnly, "fmt": readOnly, "paste": readOnly, "join": readOnly, "rev": readOnly, "tac": readOnly,
+		"base64": readOnly, "strings": readOnly, "nproc": readOnly, "free": readOnly, "uptime": readOnly,
+		"ps": readOnly, "lsof": readOnly, "zcat": readOnly, "zgrep": readOnly, "bzcat": readOnly,
+		"xzcat": readOnly, "tput": readOnly, "locale": readOnly, "getconf": readOnly, "yes": readOnly,
+		"command": readOnly, "env": readOnly, "xargs": readOnly, "exec": readOnly,
+		"alias": classifyAlias, "hash": classifyHash, "mapfile": classifyMapfile, "readarray": classifyMapfile,
+		// Programs that write in the workspace.
+		"mv": mutating, "cp": mutating, "touch": mutating, "mkdir": mutating, "rmdir": mutating, "ln": mutating,
+		"chmod": mutating, "chown": mutating, "chgrp": mutating, "tee": mutating, "install": mutating,
+		"patch": mutating, "unzip": mutating, "gzip": mutating, "gunzip": mutating, "bzip2": mutating,
+		"xz": mutating, "zip": mutating, "7z": mutating, "make": mutating, "cmake": mutating, "ninja": mutating,
+		"mkfifo": mutating, "mknod": mutating, "split": mutating, "csplit": mutating, "awk": classifyAwk,
+		"gawk": classifyAwk, "mawk": classifyAwk, "perl": mutating, "gcc": mutating, "cc": mutating, "g++": mutating,
+		"clang": mutating, "rustc": mutating, "javac": mutating, "tsc": mutating, "protoc": mutating,
+		"sqlite3": mutating, "source": mutating, ".": mutating, "rename": mutating, "sync": mutating,
+		"rm": classifyRm, "find": classifyFind, "sed": classifySed, "tar": classifyTar, "kill": classifyKill,
+		// Bulk overwrites.
+		"truncate": destructive, "dd": destructive, "shred": destructive, "wipefs": destructive,
+		"fallocate": destructive, "srm": destructive, "mkfs": destructive, "mke2fs": destructive,
+		// The network.
+		"curl": networked, "wget": networked, "ssh": networked, "scp": networked, "sftp": networked,
+		"nc": networked, "ncat": networked, "netcat": networked, "telnet": networked, "ftp": networked,
+		"socat": networked, "ping": networked, "dig": networked, "nslookup": networked, "host": networked,
+		"aria2c": networked, "httpie": networked, "http": networked, "https": networked, "lftp": networked,
+		"whois": networked, "traceroute": networked, "gh": networked, "torsocks": networked,
+		"proxychains": networked, "proxychains4": networked,
+		"rsync": classifyRsync, "git": classifyGit, "openssl": classifyOpenssl,
+		"npm": classifyJS, "yarn": classifyJS, "pnpm": classifyJS, "bun": classifyBun,
+		"npx": is(Networked, "fetches and runs a package from the registry"), "pnpx": is(Networked, "fetches and runs a package from the registry"),
+		"bunx": is(Networked, "fetches and runs a package from the registry"),
+		"pip":  classifyPip, "pip3": classifyPip, "uv": classifyPip, "pipx": classifyPip, "poetry": classifyPip,
+		"conda": classifyPip, "go": classifyGo, "cargo": classifyCargo,
+		"apt": classifyApt, "apt-get": classifyApt, "yum": classifyApt, "dnf": classifyApt, "apk": classifyApt,
+		"brew": classifyApt, "snap": classifyApt,
+		// The host, other users and avfs itself.
+		"avfs": avfsItself, "agentvfs": avfsItself,
+		"mount": mounts, "umount": mounts, "fusermount": mounts, "fusermount3": mounts, "pivot_root": mounts,
+		"switch_root": mounts, "losetup": onHost,
+		"sudo": otherUser, "doas": otherUser, "su": otherUser, "runuser": otherUser, "pkexec": otherUser,
+		"newgrp": otherUser,
+		"pkill":  signalsAll, "killall": signalsAll, "killall5": signalsAll, "skill": signalsAll, "snice": signalsAll,
+		"docker": onHost, "podman": onHost, "kubectl": onHost, "systemctl": onHost, "service": onHost,
+		"systemd-run": onHost, "chroot": onHost, "nsenter": onHost, "unshare": onHost, "insmod": onHost,
+		"rmmod": onHost, "modprobe": onHost, "reboot": onHost, "shutdown": onHost, "poweroff": onHost,
+		"halt": onHost, "useradd": onHost, "userdel": onHost, "usermod": onHost, "passwd": onHost,
+		"crontab": onHost, "at": onHost, "iptables": onHost, "nft": onHost, "ip": onHost, "ifconfig": onHost,
+		"gdb": is(HostEscape, "can attach to and drive other processes"),
+		// Terminals.
+		"vim": interactive, "vi": interactive, "nvim": interactive, "nano": interactive, "emacs": interactive,
+		"less": interactive, "more": interactive, "most": interactive, "top": interactive, "htop": interactive,
+		"btop": interactive, "man": interactive, "tmux": interactive, "screen": interactive, "ed": interactive,
+		"mc": interactive, "info": interactive, "psql": interactive, "mysql": interactive,
+		"redis-cli": interactive, "mongo": interactive, "mongosh": interactive,
+		// Code the policy cannot see into.
+		"eval":   is(Unparsable, "runs text built at run time"),
+		"trap":   classifyTrap,
+		"python": classifyInterp, "python3": classifyInterp, "python2": classifyInterp, "node": classifyInterp,
+		"nodejs": classifyInterp, "ruby": classifyInterp, "irb": classifyInterp, "php": classifyInterp,
+		"lua": classifyInterp, "deno": classifyInterp, "ghci": classifyInterp, "R": classifyInterp,
+		"julia": classifyInterp, "tclsh": classifyInterp, "pypy": classifyInterp, "pypy3": classifyInterp,
+		"sh": classifyShell, "bash": classifyShell, "dash": classifyShell, "zsh": classifyShell,
+		"ksh": classifyShell, "mksh": classifyShell, "ash": classifyShell, "fish": classifyShell,
 	}
-	return m
 }
 
-func isShell(prog string) bool { return shells[prog] }
+func isShell(prog string) bool { _, ok := shellLang(prog); return ok || prog == "fish" }
 
 // program adds the categories of f's program, given its arguments. It
 // returns true when the program only runs nested commands, which were
 // recorded on their own.
 func (s *scanner) program(f *finding, args []string, dyn []bool, level int) bool {
 	p := f.program
+	c := call{args: args, dyn: dyn, level: level}
+	if fn, ok := programs[p]; ok {
+		return fn(s, f, c)
+	}
 	switch {
-	case p == "eval":
-		f.add(Unparsable, "eval runs text built at run time")
-	case shells[p]:
-		return s.shell(f, args, dyn, level)
-	case p == "trap" && len(args) > 1 && args[0] != "-":
-		if dyn[0] {
-			f.add(Unparsable, "the trap's command is computed when the script runs")
-			return false
-		}
-		s.script(args[0], level+1)
-		f.add(ReadOnly, "sets a trap")
-		return true
-	case p == "git":
-		s.git(f, args)
-	case p == "rm":
-		if hasFlag(args, "r", "--recursive") || hasFlag(args, "f", "--force") || hasFlag(args, "R", "") {
-			f.add(Destructive, "rm -r/-f removes files in bulk")
-		} else {
-			f.add(Mutating, "rm removes files")
-		}
-	case p == "find":
-		return s.find(f, args, level)
-	case p == "sed":
-		if hasFlag(args, "i", "--in-place") || hasPrefixArg(args, "--in-place") {
-			f.add(Mutating, "sed -i edits files in place")
-		} else {
-			f.add(ReadOnly, "sed without -i only prints")
-		}
-	case p == "tar":
-		if len(args) > 0 && (strings.Contains(strings.TrimLeft(args[0], "-"), "t") || hasFlag(args, "t", "--list")) &&
-			!strings.ContainsAny(strings.TrimLeft(args[0], "-"), "xcru") {
-			f.add(ReadOnly, "tar lists an archive")
-		} else {
-			f.add(Mutating, "tar writes files")
-		}
-	case p == "mkfs" || strings.HasPrefix(p, "mkfs.") || p == "mke2fs":
+	case strings.HasPrefix(p, "mkfs."):
 		f.add(Destructive, p+" formats a device")
-	case p == "rsync":
-		if anyRemote(args) {
-			f.add(Networked, "rsync to or from a remote host")
-		} else {
-			f.add(Mutating, "rsync writes files")
-		}
-	case p == "npm" || p == "yarn" || p == "pnpm" || p == "bun" && len(args) > 0 && args[0] == "install":
-		s.jsPackages(f, args)
-	case p == "pip" || p == "pip3" || p == "uv" || p == "pipx" || p == "poetry" || p == "conda":
-		sub := firstWord(args)
-		switch sub {
-		case "install", "download", "add", "sync", "update", "upgrade", "lock", "create":
-			if !hasArg(args, "--no-index") && !hasArg(args, "--offline") {
-				f.add(Networked, p+" "+sub+" fetches packages")
-			} else {
-				f.add(Mutating, p+" "+sub+" installs local packages")
-			}
-		case "list", "show", "freeze", "check", "help", "--version", "-V":
-			f.add(ReadOnly, p+" "+sub+" only reads")
-		default:
-			f.add(Mutating, p+" "+sub+" may write")
-		}
-	case p == "go":
-		switch sub := firstWord(args); sub {
-		case "get", "install":
-			f.add(Networked, "go "+sub+" fetches modules")
-		case "mod":
-			if len(args) > 1 && (args[1] == "download" || args[1] == "tidy") {
-				f.add(Networked, "go mod "+args[1]+" fetches modules")
-			} else {
-				f.add(Mutating, "go mod edits module files")
-			}
-		case "version", "env", "list", "doc", "help":
-			f.add(ReadOnly, "go "+sub+" only reads")
-		default:
-			f.add(Mutating, "go "+sub+" builds and writes files")
-		}
-	case p == "cargo":
-		switch sub := firstWord(args); sub {
-		case "install", "fetch", "update", "publish", "add", "search", "login":
-			f.add(Networked, "cargo "+sub+" reaches the registry")
-		case "--version", "version", "help", "tree", "metadata":
-			f.add(ReadOnly, "cargo "+sub+" only reads")
-		default:
-			f.add(Mutating, "cargo "+sub+" builds and writes files")
-		}
-	case p == "apt" || p == "apt-get" || p == "yum" || p == "dnf" || p == "apk" || p == "brew" || p == "snap":
-		switch firstWord(args) {
-		case "list", "show", "search", "policy", "info":
-			f.add(ReadOnly, p+" only reads the package database")
-		default:
-			f.add(Networked, p+" fetches packages")
-			f.add(Mutating, p+" installs into the system")
-		}
-	case interpreters[p]:
-		if len(args) == 0 {
-			f.add(Interactive, p+" without a script starts a REPL")
-		} else if args[0] == "--version" || args[0] == "-V" {
-			f.add(ReadOnly, p+" prints its version")
-		} else {
-			f.add(Unknown, p+" runs code the policy cannot see into")
-		}
-	case p == "echo" || p == "printf":
-		f.add(ReadOnly, p+" only prints")
-	case hostProgs[p]:
-		f.add(HostEscape, p+" acts on the host outside the workspace")
-	case networkProgs[p]:
-		f.add(Networked, p+" talks to the network")
-	case destructiveProgs[p]:
-		f.add(Destructive, p+" overwrites or removes data")
-	case interactiveProgs[p]:
-		f.add(Interactive, p+" wants a terminal")
-	case mutatingProgs[p]:
-		f.add(Mutating, p+" writes files")
-	case readOnlyProgs[p]:
-		f.add(ReadOnly, p+" only reads")
-	}
-	return false
-}
-
-// shell handles sh/bash/...: -c SCRIPT is parsed; a script file cannot be
-// seen into; a bare shell runs whatever arrives on its input.
-func (s *scanner) shell(f *finding, args []string, dyn []bool, level int) bool {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") {
-			f.add(Unknown, f.program+" runs the script file "+printable(a)+", which the policy cannot see into")
-			return false
-		}
-		if strings.HasPrefix(a, "--") {
-			if a == "--version" || a == "--help" {
-				f.add(ReadOnly, f.program+" "+a)
-				return false
-			}
-			continue
-		}
-		if strings.Contains(a, "c") && !strings.HasPrefix(a, "+") {
-			if i+1 >= len(args) {
-				f.add(Unparsable, f.program+" -c without a script")
-				return false
-			}
-			if dyn[i+1] {
-				f.add(Unparsable, f.program+" -c runs a script computed when the outer script runs")
-				return false
-			}
-			s.script(args[i+1], level+1)
-			return true
-		}
-		if a == "-o" || a == "+o" || a == "-O" || a == "+O" {
-			i++
-		}
-	}
-	f.add(Unparsable, f.program+" reads commands from its input, which the policy cannot see")
-	return false
-}
-
-// git classifies a git subcommand, after git's own options.
-func (s *scanner) git(f *finding, args []string) {
-	i := 0
-	for i < len(args) && strings.HasPrefix(args[i], "-") {
-		if args[i] == "-C" || args[i] == "-c" {
-			i++
-		}
-		i++
-	}
-	if i >= len(args) {
-		f.add(ReadOnly, "git without a subcommand prints help")
-		return
-	}
-	sub, rest := args[i], args[i+1:]
-	switch sub {
-	case "clone", "fetch", "pull", "push", "ls-remote", "archive":
-		if sub == "archive" && !hasPrefixArg(rest, "--remote") {
-			f.add(Mutating, "git archive writes an archive")
-			return
-		}
-		f.add(Networked, "git "+sub+" talks to a remote")
-	case "submodule":
-		if w := firstWord(rest); w == "update" || w == "add" || w == "sync" || w == "foreach" {
-			f.add(Networked, "git submodule "+w+" talks to remotes")
-		} else {
-			f.add(ReadOnly, "git submodule status only reads")
-		}
-	case "remote":
-		if w := firstWord(rest); w == "update" || w == "prune" || w == "show" && !hasArg(rest, "-n") {
-			f.add(Networked, "git remote "+w+" talks to remotes")
-		} else if w == "" || w == "-v" || w == "get-url" {
-			f.add(ReadOnly, "git remote lists remotes")
-		} else {
-			f.add(Mutating, "git remote "+w+" edits the configuration")
-		}
-	case "reset":
-		if hasArg(rest, "--hard") {
-			f.add(Destructive, "git reset --hard discards changes")
-		} else {
-			f.add(Mutating, "git reset moves the index")
-		}
-	case "clean":
-		if hasFlag(rest, "f", "--force") {
-			f.add(Destructive, "git clean -f deletes untracked files")
-		} else {
-			f.add(ReadOnly, "git clean without -f only reports")
-		}
-	case "status", "log", "diff", "show", "blame", "grep", "ls-files", "ls-tree", "rev-parse", "rev-list",
-		"describe", "shortlog", "cat-file", "reflog", "whatchanged", "version", "help", "count-objects",
-		"for-each-ref", "show-ref", "merge-base", "name-rev", "check-ignore", "var":
-		f.add(ReadOnly, "git "+sub+" only reads")
-	case "branch", "tag", "stash", "config":
-		if len(rest) == 0 || hasArg(rest, "--list") || hasArg(rest, "-l") || sub == "stash" && firstWord(rest) == "list" ||
-			sub == "config" && (hasArg(rest, "--get") || hasArg(rest, "-l") || hasArg(rest, "--list")) {
-			f.add(ReadOnly, "git "+sub+" lists")
-		} else {
-			f.add(Mutating, "git "+sub+" writes the repository")
-		}
-	default:
-		f.add(Mutating, "git "+sub+" writes the repository")
-	}
-}
-
-// find is read-only unless it deletes, writes lists, or runs commands;
-// commands given to -exec and -ok are classified on their own.
-func (s *scanner) find(f *finding, args []string, level int) bool {
-	for i := 0; i < len(args); i++ {
-		switch args[i] {
-		case "-delete":
-			f.add(Destructive, "find -delete removes files")
-		case "-fprint", "-fprint0", "-fprintf", "-fls":
-			f.add(Mutating, "find "+args[i]+" writes a file")
-		case "-exec", "-execdir", "-ok", "-okdir":
-			j := i + 1
-			for j < len(args) && args[j] != ";" && args[j] != "+" {
-				j++
-			}
-			if j > i+1 {
-				sub := args[i+1 : j]
-				s.command(sub, make([]bool, len(sub)), level+1)
-			}
-			i = j
-		}
-	}
-	if len(f.cats) == 0 {
-		f.add(ReadOnly, "find only lists")
-	}
-	return false
-}
-
-// jsPackages classifies npm, yarn and pnpm.
-func (s *scanner) jsPackages(f *finding, args []string) {
-	sub := firstWord(args)
-	switch sub {
-	case "", "install", "i", "ci", "add", "update", "upgrade", "up", "publish", "dlx", "exec", "x", "create",
-		"init", "outdated", "audit", "login", "fetch":
-		if sub == "" && f.program != "yarn" {
-			f.add(ReadOnly, f.program+" prints help")
-			return
-		}
-		f.add(Networked, f.program+" "+sub+" reaches the package registry")
-	case "ls", "list", "view", "info", "why", "help", "--version", "-v", "config":
-		f.add(ReadOnly, f.program+" "+sub+" only reads")
-	default:
-		f.add(Mutating, f.program+" "+sub+" runs package scripts")
-	}
-}
-
-func firstWord(args []string) string {
-	for _, a := range args {
-		if !strings.HasPrefix(a, "-") {
-			return a
-		}
-	}
-	if len(args) > 0 {
-		return args[0]
-	}
-	return ""
-}
-
-func hasArg(args []string, want string) bool {
-	for _, a := range args {
-		if a == want {
-			return true
-		}
-	}
-	return false
-}
-
-func hasPrefixArg(args []string, prefix string) bool {
-	for _, a := range args {
-		if strings.HasPrefix(a, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-// hasFlag reports a short flag (alone or in a cluster like -rf) or its
-// long form.
-func hasFlag(args []string, short, long string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if long != "" && (a == long || strings.HasPrefix(a, long+"=")) {
-			return true
-		}
-		if len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.Contains(a[1:], short) {
-			return true
-		}
-	}
-	return false
-}
-
-// anyRemote reports an rsync/scp style host:path argument.
-func anyRemote(args []string) bool {
-	for _, a := range args {
-		if strings.HasPrefix(a, "-") {
-			continue
-		}
-		if i := strings.IndexByte(a, ':'); i > 0 && !strings.Contains(a[:i], "/") {
-			return true
-		}
+	case strings.HasPrefix(p, "fusermount"):
+		return mounts(s, f, c)
 	}
 	return false
 }

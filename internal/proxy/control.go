@@ -16,6 +16,7 @@ import (
 const (
 	opCheckpoint = "proxy.checkpoint"
 	opSummarize  = "proxy.summarize"
+	opReadlink   = "proxy.readlink" // the classifier's question (links.go)
 )
 
 type checkpointArgs struct {
@@ -46,6 +47,13 @@ func ServerOps() map[string]mount.ControlFunc {
 			}
 			_, err := v.SaveCheckpoint(a.Name, a.Message)
 			return nil, err
+		},
+		opReadlink: func(v *vfs.Vault, raw json.RawMessage) (any, error) {
+			var a readlinkArgs
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return nil, err
+			}
+			return readlinkIn(v, a.Path)
 		},
 		opSummarize: func(v *vfs.Vault, raw json.RawMessage) (any, error) {
 			var a summarizeArgs

@@ -135,6 +135,9 @@ type Approval struct {
 	ExpiresAt time.Time  `json:"expires_at"`
 	DecidedAt *time.Time `json:"decided_at"`
 	UsedBy    *string    `json:"used_by"`
+	// MAC binds an approved request to this record (approval.go): null
+	// until a person approves, and again once the approval is used.
+	MAC *string `json:"mac"`
 }
 
 // ErrorInfo is why a run failed.

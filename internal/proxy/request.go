@@ -172,6 +172,15 @@ func (rt *Runtime) approvalUsable(a *Envelope) error {
 	case "used":
 		return &errs.Error{Kind: ApprovalUsed, Op: "proxy", Err: fmt.Errorf("approval %s was already used by run %s", ap.ID, deref(ap.UsedBy))}
 	}
+	if ap.Status != "approved" {
+		return &errs.Error{Kind: ApprovalForged, Op: "proxy", Err: fmt.Errorf("approval %s has the unknown status %q", ap.ID, ap.Status)}
+	}
+	if err := rt.checkMAC(a); err != nil {
+		return err
+	}
+	if by := usedBy(rt.Home.Dir, a.ID); by != "" {
+		return &errs.Error{Kind: ApprovalUsed, Op: "proxy", Err: fmt.Errorf("approval %s was already used by run %s (its record was edited back)", ap.ID, by)}
+	}
 	if rt.now().After(ap.ExpiresAt) {
 		return &errs.Error{Kind: ApprovalExpired, Op: "proxy", Err: fmt.Errorf("approval %s expired at %s", ap.ID, ap.ExpiresAt.Format(time.RFC3339))}
 	}
@@ -197,7 +206,13 @@ func (rt *Runtime) useApproval(approvalID, id string) (*Approval, error) {
 		if err := rt.approvalUsable(a); err != nil {
 			return err
 		}
+		// The ledger first: once it names the approval, no edit of the
+		// record makes it count again.
+		if err := markUsed(rt.Home.Dir, a.ID, id); err != nil {
+			return err
+		}
 		a.Result.Approval.Status, a.Result.Approval.UsedBy = "used", &id
+		a.Result.Approval.MAC = nil
 		if err := rt.Store.Put(a); err != nil {
 			return err
 		}
@@ -208,8 +223,22 @@ func (rt *Runtime) useApproval(approvalID, id string) (*Approval, error) {
 	return out, err
 }
 
-// Decide records a person's answer to a run awaiting approval.
+// Decide records a person's answer to a run awaiting approval. It is
+// refused from inside a proxy run (ApprovalFromRun); an approval carries
+// the MAC that makes it count.
 func (rt *Runtime) Decide(id string, approve bool) (*Envelope, error) {
+	op := map[bool]string{true: "proxy approve", false: "proxy reject"}[approve]
+	if err := rt.outsideRun(op); err != nil {
+		return nil, err
+	}
+	var key []byte
+	if approve {
+		k, err := approvalKey(rt.Home.Dir, true)
+		if err != nil {
+			return nil, err
+		}
+		key = k
+	}
 	var out *Envelope
 	err := rt.Store.locked(func() error {
 		a, err := rt.Store.Get(id)
@@ -226,6 +255,8 @@ func (rt *Runtime) Decide(id string, approve bool) (*Envelope, error) {
 		a.Result.Approval.Status = "rejected"
 		if approve {
 			a.Result.Approval.Status = "approved"
+			mac := approvalMAC(key, a)
+			a.Result.Approval.MAC = &mac
 		}
 		out = a
 		return rt.Store.Put(a)

@@ -151,6 +151,9 @@ type Runtime struct {
 	Environ     []string // the command's base environment
 	Now         func() time.Time
 	ApprovalTTL time.Duration
+	// Getenv is this process's environment, where `proxy approve` looks
+	// for the run marker (nil: os.Getenv).
+	Getenv func(string) string
 }
 
 // transitions is the state machine: the states each state may move to.
@@ -274,7 +277,7 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	if err := m.enter(StateClassify); err != nil {
 		return err
 	}
-	d := policy.Classify(policy.Request{Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd}, rt.Policy)
+	d := rt.classify(req)
 	env.Result.Decision = d
 	switch {
 	case d.Action == policy.Deny:
@@ -373,8 +376,13 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	if err := m.enter(StateExecute); err != nil {
 		return errors.Join(err, stop())
 	}
+	unmark, err := rt.markLive(env.ID)
+	if err != nil {
+		return errors.Join(err, stop())
+	}
 	res := run(ctx, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
 		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
+	unmark()
 	fill(&env.Result, &res)
 	m.interrupted = res.interrupted
 
@@ -474,7 +482,7 @@ func fill(r *Result, res *execResult) {
 // variables, then --env, later entries winning.
 func (rt *Runtime) childEnv(req Request, id, mnt, dir string) []string {
 	env := slices.Clone(rt.Environ)
-	env = append(env, "AVFS_VAULT="+req.Vault, "AVFS_MOUNTPOINT="+mnt, "AVFS_PROXY_RUN="+id, "PWD="+dir)
+	env = append(env, "AVFS_VAULT="+req.Vault, "AVFS_MOUNTPOINT="+mnt, RunMarker+"="+id, "PWD="+dir)
 	return append(env, req.Env...)
 }
 

@@ -366,6 +366,8 @@ export interface PolicyCheckResult {
     argv?: string[];
     shell?: string;
     cwd?: string;
+    /** KEY=VALUE given with --env; assignments that change what runs are judged */
+    env?: string[];
   };
   decision: {
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
@@ -381,7 +383,11 @@ export interface PolicyCheckResult {
       categories: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
       reason: string;
       rule: string;
+      /** an argument of this command is known only at run time */
+      dynamic?: boolean;
     }[];
+    /** true when some word of the request is known only at run time ($x, $(...), $'...'): such a request is never allowed without a checkpoint */
+    dynamic?: boolean;
   };
 }
 
@@ -442,6 +448,8 @@ export interface ProxyApprovalResult {
     expires_at: Time;
     decided_at: Time | null;
     used_by: string | null;
+    /** HMAC-SHA256 (hex) binding the approval to this request under the home's approval key; null until a person approves, and again once the approval is used. A record without a valid one never counts as an approval */
+    mac?: string | null;
   };
 }
 
@@ -535,7 +543,11 @@ export interface ProxyExecResult {
         categories: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
         reason: string;
         rule: string;
+        /** an argument of this command is known only at run time */
+        dynamic?: boolean;
       }[];
+      /** true when some word of the request is known only at run time ($x, $(...), $'...'): such a request is never allowed without a checkpoint */
+      dynamic?: boolean;
     };
     /** how the run ended: completed (the command exited by itself), timed_out (--timeout stopped it), interrupted (SIGINT or SIGTERM to avfs, or the end of the Go caller's context, stopped the command or a stage before it; exit code 130), denied, awaiting_approval, failed */
     state: "completed" | "timed_out" | "interrupted" | "denied" | "awaiting_approval" | "failed";
@@ -546,6 +558,8 @@ export interface ProxyExecResult {
       expires_at: Time;
       decided_at: Time | null;
       used_by: string | null;
+      /** HMAC-SHA256 (hex) binding the approval to this request under the home's approval key; null until a person approves, and again once the approval is used. A record without a valid one never counts as an approval */
+      mac?: string | null;
     } | null;
     error: {
       error: string;

@@ -402,30 +402,36 @@ class CommandDecision(Document):
     categories: List[str]
     reason: str
     rule: str
+    dynamic: bool = False  # an argument is known only at run time
 
 
 @dataclass(frozen=True)
 class Decision(Document):
     """The policy's decision: ``action`` is allow, allow_with_checkpoint,
-    require_approval or deny (the strictest over ``commands``)."""
+    require_approval or deny (the strictest over ``commands``). ``dynamic``
+    is true when some word is known only at run time; such a request is
+    never allowed without a checkpoint."""
 
     action: str
     categories: List[str]
     reason: str
     rule: str
     commands: List[CommandDecision]
+    dynamic: bool = False
     nested = {"commands": CommandDecision}
 
 
 @dataclass(frozen=True)
 class Approval(Document):
-    """``status`` is pending, approved, rejected or used."""
+    """``status`` is pending, approved, rejected or used. ``mac`` binds an
+    approval to its request (null until a person approves)."""
 
     id: str
     status: str
     expires_at: str
     decided_at: Optional[str]
     used_by: Optional[str]
+    mac: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -623,11 +629,13 @@ class UndoResult(Document):
 
 @dataclass(frozen=True)
 class PolicyRequest(Document):
-    """What policy check classified: ``argv`` or ``shell``, and ``cwd``."""
+    """What policy check classified: ``argv`` or ``shell``, ``cwd``, and the
+    ``env`` assignments given with ``--env``."""
 
     argv: Optional[List[str]] = None
     shell: Optional[str] = None
     cwd: Optional[str] = None
+    env: Optional[List[str]] = None
 
 
 @dataclass(frozen=True)
