@@ -292,7 +292,7 @@ type Quota struct {
 
 // Usage is what a state holds, as counted against the quota.
 type Usage struct {
-	Bytes int64 `json:"bytes"` // sum of regular file sizes
+	Bytes int64 `json:"bytes"` // regular file sizes, and extended attributes' names and values
 	Files int64 `json:"files"` // inodes other than the root
 }
 

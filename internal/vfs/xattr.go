@@ -47,7 +47,12 @@ func (t *Tx) GetXattr(ino Ino, name string) ([]byte, error) {
 	return b[1:], nil // values carry a leading 0x01 so that empty ones are not whiteouts
 }
 
-// SetXattr sets attribute name to value.
+// xattrBytes is what one attribute counts against max_size_mb: its name
+// and its value, so that attributes cannot fill a vault unseen.
+func xattrBytes(name string, value []byte) int64 { return int64(len(name) + len(value)) }
+
+// SetXattr sets attribute name to value. Growth past max_size_mb is
+// QuotaExceeded (ENOSPC) and changes nothing.
 func (t *Tx) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	const op = "setxattr"
 	if err := t.writable(op); err != nil {
@@ -63,7 +68,7 @@ func (t *Tx) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	if err != nil {
 		return err
 	}
-	_, _, exists, err := t.get(xattrVKey(ino, name))
+	old, _, exists, err := t.get(xattrVKey(ino, name))
 	if err != nil {
 		return err
 	}
@@ -72,6 +77,13 @@ func (t *Tx) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	}
 	if flags&XattrReplace != 0 && !exists {
 		return errs.E(op, name, syscall.ENODATA)
+	}
+	delta := xattrBytes(name, value)
+	if exists {
+		delta -= xattrBytes(name, old[1:])
+	}
+	if err := t.charge(op, name, delta, 0); err != nil {
+		return err
 	}
 	if err := t.put(xattrVKey(ino, name), append([]byte{1}, value...)); err != nil {
 		return err
@@ -93,7 +105,8 @@ func (t *Tx) RemoveXattr(ino Ino, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, _, ok, err := t.get(xattrVKey(ino, name)); err != nil {
+	old, _, ok, err := t.get(xattrVKey(ino, name))
+	if err != nil {
 		return err
 	} else if !ok {
 		return errs.E(op, name, syscall.ENODATA)
@@ -101,8 +114,22 @@ func (t *Tx) RemoveXattr(ino Ino, name string) error {
 	if err := t.del(xattrVKey(ino, name)); err != nil {
 		return err
 	}
+	if err := t.charge(op, name, -xattrBytes(name, old[1:]), 0); err != nil {
+		return err
+	}
 	n.Ctime = t.now
 	return t.putInode(n)
+}
+
+// xattrUsage sums what the attributes of ino count against the quota.
+func (t *Tx) xattrUsage(ino Ino) (int64, error) {
+	var sum int64
+	err := t.scanVisible(xattrInoPrefix(ino), func(vkey, val []byte) {
+		if len(val) > 0 {
+			sum += int64(len(vkeyName(vkey)) + len(val) - 1)
+		}
+	})
+	return sum, err
 }
 
 // ListXattr returns the names of an inode's attributes, sorted.
