@@ -109,7 +109,11 @@ func (t *Tx) Write(ino Ino, off int64, data []byte) (int, error) {
 	if err := t.checkFileSize(op, "", newSize); err != nil {
 		return 0, err
 	}
-	if err := t.charge(op, "", int64(newSize-n.Size), 0); err != nil {
+	c, err := t.stageCredit(n)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.chargeCredit(op, "", int64(newSize-n.Size), 0, c); err != nil {
 		return 0, err
 	}
 	for pos := uint64(off); pos < end; {
