@@ -50,7 +50,7 @@ func (t *Tx) chunkData(n *inode, index uint64) ([]byte, error) {
 		}
 		return nil, err
 	}
-	return data, nil
+	return data, t.v.checkChunk(sum, data, n.Ino)
 }
 
 // Read reads up to len(buf) bytes of file ino from offset off and returns
@@ -457,6 +457,9 @@ func (t *Tx) shareChunk(s *inode, from uint64, d *inode, to uint64) (bool, error
 		data, err := t.txs[segIdx].Get(chunkKey(sum))
 		if err != nil {
 			return false, corruptf("chunk %x of inode %d: %v", sum[:8], s.Ino, err)
+		}
+		if err := t.v.checkChunk(sum, data, s.Ino); err != nil {
+			return false, err // damage of a parent's file stays there
 		}
 		if err := t.storeChunk(sum, data); err != nil {
 			return false, err

@@ -63,6 +63,7 @@ type Vault struct {
 	// keepOrphans keeps files that lose their last name (orphan.go).
 	keepOrphans bool
 	cache       *readCache // nil unless CacheReads
+	verify      verifier   // the chunks reads verified (verify.go)
 
 	mu      sync.Mutex
 	cached  *chain   // own chain for the current topology
