@@ -237,6 +237,8 @@ export interface ErrorDocument {
   quota?: "max_size_mb" | "max_files" | "max_file_size_mb";
   limit?: number;
   host_path?: string;
+  /** CorruptVault: the SHA-256 address of a stored chunk whose content does not match it */
+  chunk?: string;
   /** VaultLocked: the mount that holds the vault's write lock */
   mountpoint?: string;
   problems?: string[];
