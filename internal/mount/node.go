@@ -10,7 +10,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -69,14 +68,7 @@ func (n *node) ino() vfs.Ino { return vfs.Ino(n.StableAttr().Ino) }
 // model's errors are errno-shaped; anything that maps to EIO is unexpected
 // and logged, so a failing vault leaves a trace in the mount's log.
 func (f *fsys) toErrno(op string, err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	e := errs.Errno(err)
-	if e == syscall.EIO && f.logger != nil {
-		f.logger.Printf("%s: %v", op, err)
-	}
-	return e
+	return f.st.errno(op, err)
 }
 
 // view runs fn in a read transaction.

@@ -3,13 +3,20 @@ package mount_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -69,5 +76,90 @@ func TestRefusedWritesThroughMount(t *testing.T) {
 	defer v.Close()
 	if got, _ := vaultFile(t, v, "/f"); !bytes.Equal(got, old) {
 		t.Errorf("the vault holds %d bytes of f, want the %d written before the refused write", len(got), len(old))
+	}
+}
+
+// lockedBuffer collects a mount's log.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDamagedChunkThroughMount checks that a byte flipped inside a stored
+// chunk is EIO through the mount, at every read and for the edit of a
+// part of that chunk, never the wrong bytes, and that the mount logs it
+// once.
+func TestDamagedChunkThroughMount(t *testing.T) {
+	canMount(t)
+	h, name := newVault(t, "sqlite")
+	v, err := h.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = v.Update(func(tx *vfs.Tx) error {
+		_, err := tx.WriteFile("/f", randBytes(8, 100<<10), 0o644)
+		return err
+	})
+	v.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engines.Open(h.Path(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = eng.Update(func(tx kv.Tx) error {
+		var key, val []byte
+		err := tx.Scan([]byte{'C'}, []byte{'D'}, func(k, v []byte) (bool, error) {
+			key, val = slices.Clone(k), slices.Clone(v)
+			return false, nil
+		})
+		if err != nil || key == nil {
+			return fmt.Errorf("no chunk to damage: %v", err)
+		}
+		val[len(val)/2] ^= 1
+		return tx.Put(key, val)
+	})
+	eng.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var logs lockedBuffer
+	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: t.TempDir(), Log: &logs})
+	if err := s.Mount(); err != nil {
+		t.Fatal(err)
+	}
+	defer unmountEventually(t, s)
+	p := filepath.Join(s.Mountpoint(), "f")
+	for i := range 3 {
+		if b, err := os.ReadFile(p); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("read %d of a damaged file: %d bytes, %v; want EIO", i, len(b), err)
+		}
+	}
+	fd, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := fd.WriteAt([]byte("x"), 10)
+	serr := fd.Sync()
+	fd.Close()
+	if !errors.Is(werr, syscall.EIO) && !errors.Is(serr, syscall.EIO) {
+		t.Errorf("editing a damaged chunk: write %v, fsync %v; want EIO", werr, serr)
+	}
+	if n := strings.Count(logs.String(), "does not match its hash"); n != 1 {
+		t.Errorf("the damage was logged %d times, want once:\n%s", n, logs.String())
 	}
 }
