@@ -2,7 +2,6 @@ package mount
 
 import (
 	"context"
-	"log"
 	"sync"
 	"syscall"
 	"time"
@@ -18,7 +17,6 @@ import (
 type fsys struct {
 	st       *store // every read and change of the vault (store.go)
 	readonly bool
-	logger   *log.Logger
 	// hostDir is a directory on the host disk beside the vault file: an
 	// unlimited vault reports that disk's free space as its capacity.
 	hostDir string
