@@ -23,7 +23,12 @@ const Magic = "avfs-vault"
 
 // knownFeatures are the format features this build understands. A vault
 // that requires any other feature is refused, never misread.
-var knownFeatures = []string{"layers", "chunks-sha256-64k"}
+var knownFeatures = []string{"layers", "chunks-sha256-64k", featureXattrUsage}
+
+// featureXattrUsage: the usage counters count extended attributes' names
+// and values (xattr.go). A vault made before it counts them not, and
+// keeps so, as do its forks: its counters were never charged for them.
+const featureXattrUsage = "xattr-usage"
 
 // ChunkSize is the fixed size of a file data chunk.
 const ChunkSize = 64 << 10

@@ -48,8 +48,17 @@ func (t *Tx) GetXattr(ino Ino, name string) ([]byte, error) {
 }
 
 // xattrBytes is what one attribute counts against max_size_mb: its name
-// and its value, so that attributes cannot fill a vault unseen.
-func xattrBytes(name string, value []byte) int64 { return int64(len(name) + len(value)) }
+// and its value, so that attributes cannot fill a vault unseen; nothing in
+// a vault made before they counted (featureXattrUsage).
+func (t *Tx) xattrBytes(name string, value []byte) int64 {
+	if !t.v.countsXattrs() {
+		return 0
+	}
+	return int64(len(name) + len(value))
+}
+
+// countsXattrs tells whether the usage counters count extended attributes.
+func (v *Vault) countsXattrs() bool { return slices.Contains(v.hdr.Features, featureXattrUsage) }
 
 // SetXattr sets attribute name to value. Growth past max_size_mb is
 // QuotaExceeded (ENOSPC) and changes nothing.
@@ -78,9 +87,9 @@ func (t *Tx) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	if flags&XattrReplace != 0 && !exists {
 		return errs.E(op, name, syscall.ENODATA)
 	}
-	delta := xattrBytes(name, value)
+	delta := t.xattrBytes(name, value)
 	if exists {
-		delta -= xattrBytes(name, old[1:])
+		delta -= t.xattrBytes(name, old[1:])
 	}
 	if err := t.charge(op, name, delta, 0); err != nil {
 		return err
@@ -114,7 +123,7 @@ func (t *Tx) RemoveXattr(ino Ino, name string) error {
 	if err := t.del(xattrVKey(ino, name)); err != nil {
 		return err
 	}
-	if err := t.charge(op, name, -xattrBytes(name, old[1:]), 0); err != nil {
+	if err := t.charge(op, name, -t.xattrBytes(name, old[1:]), 0); err != nil {
 		return err
 	}
 	n.Ctime = t.now
@@ -124,6 +133,9 @@ func (t *Tx) RemoveXattr(ino Ino, name string) error {
 // xattrUsage sums what the attributes of ino count against the quota.
 func (t *Tx) xattrUsage(ino Ino) (int64, error) {
 	var sum int64
+	if !t.v.countsXattrs() {
+		return 0, nil
+	}
 	err := t.scanVisible(xattrInoPrefix(ino), func(vkey, val []byte) {
 		if len(val) > 0 {
 			sum += int64(len(vkeyName(vkey)) + len(val) - 1)

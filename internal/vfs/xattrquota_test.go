@@ -2,11 +2,16 @@ package vfs_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"slices"
 	"syscall"
 	"testing"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -71,4 +76,85 @@ func TestXattrsCountAgainstMaxSize(t *testing.T) {
 			t.Fatalf("after removing the file: usage %d bytes, want 0", u.Bytes)
 		}
 	})
+}
+
+// A vault made before attributes counted (its header lacks xattr-usage)
+// keeps its counters as they were, and so do its forks, so fsck agrees
+// with them; a new vault has the feature.
+func TestXattrUsageNeedsTheFeature(t *testing.T) {
+	home, err := registry.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := home.Create("old", registry.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(v.Header().Features, "xattr-usage") {
+		t.Fatalf("a new vault's features: %v", v.Header().Features)
+	}
+	_, err = writeFile(v, "/f", "x")
+	v.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engines.Open(home.Path("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = eng.Update(func(tx kv.Tx) error {
+		b, err := tx.Get([]byte("\x00avfs"))
+		if err != nil {
+			return err
+		}
+		var h map[string]any
+		if err := json.Unmarshal(b, &h); err != nil {
+			return err
+		}
+		h["features"] = []string{"layers", "chunks-sha256-64k"}
+		b, _ = json.Marshal(h)
+		return tx.Put([]byte("\x00avfs"), b)
+	})
+	eng.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"old", "fork"} {
+		if name == "fork" {
+			fv, err := home.Fork("old", "fork")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fv.Close()
+		}
+		v, err := home.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = v.Update(func(tx *vfs.Tx) error {
+			a, err := tx.Resolve("/f", true)
+			if err == nil {
+				err = tx.SetXattr(a.Ino, "user."+name, []byte("value"), 0)
+			}
+			return err
+		})
+		var u vfs.Usage
+		if err == nil {
+			err = v.View(func(tx *vfs.Tx) (err error) { u, err = tx.Usage(); return err })
+		}
+		if err != nil || u.Bytes != 1 {
+			t.Errorf("%s: usage %+v, %v; want the 1 byte of /f alone", name, u, err)
+		}
+		checkFsck(t, v)
+		v.Close()
+	}
+}
+
+func writeFile(v *vfs.Vault, p, content string) (vfs.Attr, error) {
+	var a vfs.Attr
+	err := v.Update(func(tx *vfs.Tx) (err error) {
+		a, err = tx.WriteFile(p, []byte(content), 0o644)
+		return err
+	})
+	return a, err
 }
