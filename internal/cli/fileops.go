@@ -126,6 +126,7 @@ func (a *app) writeStream(v *vfs.Vault, clean string, src io.Reader, appendTo bo
 		return nil, err
 	}
 	for {
+		last := rerr == io.EOF
 		err := a.ctx.Err()
 		if err == nil {
 			err = v.Update(func(tx *vfs.Tx) error {
@@ -137,21 +138,19 @@ func (a *app) writeStream(v *vfs.Vault, clean string, src io.Reader, appendTo bo
 					return err
 				}
 				r.Size = int64(at.Size) + int64(n)
-				if rerr != io.EOF {
+				if !last {
 					return nil
 				}
 				r.Created, err = placeStage(tx, stage, clean)
 				return err
 			})
 		}
-		if err == nil && rerr == io.EOF {
-			r.Written += int64(n)
-			return r, nil
-		}
 		if err == nil {
 			r.Written += int64(n)
-			n, rerr = a.readStep(src, buf, clean)
-			if rerr != nil && rerr != io.EOF {
+			if last {
+				return r, nil
+			}
+			if n, rerr = a.readStep(src, buf, clean); rerr != io.EOF {
 				err = rerr
 			}
 		}
