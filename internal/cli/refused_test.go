@@ -53,3 +53,29 @@ func TestInterruptedWriteChangesNothing(t *testing.T) {
 		t.Fatalf("the stage left usage behind: %s", got)
 	}
 }
+
+// A content argument longer than one step (possible in-process, where no
+// exec limit applies) is staged like standard input: refused, it changes
+// nothing.
+func TestRefusedArgumentChangesNothing(t *testing.T) {
+	r := newRunner(t)
+	r.ok("vault", "create", "a", "--use")
+	r.ok("write", "/f", "old")
+	r.ok("quota", "set", "max_file_size_mb", "2")
+	code, out, _ := r.run("", "write", "/f", strings.Repeat("x", 3<<20), "--json")
+	if code != 7 || !strings.Contains(out, `"quota": "max_file_size_mb"`) {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, args := range [][]string{{"write", "/f"}, {"write", "/f", "--append"}, {"write", "/new"}} {
+		code, _, _ := r.run("", append(args, strings.Repeat("y", 3<<20))...)
+		if code != 7 {
+			t.Fatalf("%v: exit %d, want 7", args, code)
+		}
+	}
+	if got := r.ok("cat", "/f"); got != "old" {
+		t.Fatalf("/f holds %d bytes after the refused writes", len(got))
+	}
+	if code, _, _ := r.run("", "cat", "/new"); code == 0 {
+		t.Fatal("the refused write made /new")
+	}
+}
