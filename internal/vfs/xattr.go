@@ -57,6 +57,20 @@ func (t *Tx) xattrBytes(name string, value []byte) int64 {
 	return int64(len(name) + len(value))
 }
 
+// XattrGrowth returns how much setting attribute name of ino to value
+// would grow the usage (negative: shrink it), as SetXattr charges it.
+func (t *Tx) XattrGrowth(ino Ino, name string, value []byte) (int64, error) {
+	old, _, exists, err := t.get(xattrVKey(ino, name))
+	if err != nil {
+		return 0, err
+	}
+	delta := t.xattrBytes(name, value)
+	if exists {
+		delta -= t.xattrBytes(name, old[1:])
+	}
+	return delta, nil
+}
+
 // countsXattrs tells whether the usage counters count extended attributes.
 func (v *Vault) countsXattrs() bool { return slices.Contains(v.hdr.Features, featureXattrUsage) }
 
