@@ -285,19 +285,24 @@ func (t *Tx) putChunkSum(n *inode, index uint64, data []byte, sum [sha256.Size]b
 	if len(data) == 0 {
 		return t.del(vkey)
 	}
-	if err := t.storeChunk(sum[:], data); err != nil {
+	stored, err := t.storeChunk(sum[:], data)
+	if err != nil {
 		return err
+	}
+	if stored {
+		t.v.wroteChunk(sum)
 	}
 	return t.put(vkey, sum[:])
 }
 
-// storeChunk writes chunk data under its hash unless this file has it.
-func (t *Tx) storeChunk(sum, data []byte) error {
+// storeChunk writes chunk data under its hash unless this file has it,
+// and reports whether it wrote it.
+func (t *Tx) storeChunk(sum, data []byte) (bool, error) {
 	ck := chunkKey(sum)
 	if have, err := kv.Has(t.own(), ck); err != nil || have {
-		return err
+		return false, err
 	}
-	return t.own().Put(ck, data)
+	return true, t.own().Put(ck, data)
 }
 
 // truncate sets a file's size. Growing adds a hole. Shrinking to zero starts
@@ -461,7 +466,7 @@ func (t *Tx) shareChunk(s *inode, from uint64, d *inode, to uint64) (bool, error
 		if err := t.v.checkChunk(sum, data, s.Ino); err != nil {
 			return false, err // damage of a parent's file stays there
 		}
-		if err := t.storeChunk(sum, data); err != nil {
+		if _, err := t.storeChunk(sum, data); err != nil {
 			return false, err
 		}
 	}

@@ -18,6 +18,8 @@ import (
 // remembers the chunks it has verified and checks each once: a chunk's
 // content cannot change under its key but by damage, and damage after the
 // first read of a process is beyond what a check at read time can promise.
+// Chunks a Vault stored itself count as verified: their hash was just
+// computed from the bytes written.
 
 // VerifyMode says how reads check chunks against their hashes.
 type VerifyMode int32
@@ -67,12 +69,28 @@ func (v *Vault) checkChunk(sum, data []byte, ino Ino) error {
 			Extra: map[string]any{"chunk": hex.EncodeToString(sum)}}
 	}
 	if mode == VerifyOnce {
-		f.mu.Lock()
-		if f.seen == nil || len(f.seen) >= maxVerified {
-			f.seen = make(map[[sha256.Size]byte]struct{}, 256)
-		}
-		f.seen[key] = struct{}{}
-		f.mu.Unlock()
+		f.remember(key)
 	}
 	return nil
+}
+
+// wroteChunk records that this Vault stored data under sum, hashed by
+// the write itself, so that reading it back costs no second hash.
+func (v *Vault) wroteChunk(sum [sha256.Size]byte) {
+	f := &v.verify
+	f.mu.Lock()
+	once := f.mode == VerifyOnce
+	f.mu.Unlock()
+	if once {
+		f.remember(sum)
+	}
+}
+
+func (f *verifier) remember(key [sha256.Size]byte) {
+	f.mu.Lock()
+	if f.seen == nil || len(f.seen) >= maxVerified {
+		f.seen = make(map[[sha256.Size]byte]struct{}, 256)
+	}
+	f.seen[key] = struct{}{}
+	f.mu.Unlock()
 }
