@@ -112,6 +112,9 @@ func (t *Tx) CommitStage(stage, target Ino) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
+	if target == stage {
+		return Attr{}, errs.E(op, "", syscall.EINVAL)
+	}
 	d, err := t.fileInode(op, target)
 	if err != nil {
 		return Attr{}, err
