@@ -330,3 +330,25 @@ func TestExec(t *testing.T) {
 	_, err = v.Stat("/two")
 	wantKind(t, err, avfs.NotFound)
 }
+
+// A write the quota refuses changes nothing: the file keeps its content,
+// a new file is not made.
+func TestRefusedWriteChangesNothing(t *testing.T) {
+	h := newTestHome(t)
+	v, err := h.Create("q", &avfs.CreateOptions{Quota: avfs.Quota{MaxFileSizeMB: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if err := v.WriteFile("/f", []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 3<<20)
+	wantKind(t, v.WriteFile("/f", big, 0o644), avfs.QuotaExceeded)
+	wantKind(t, v.WriteFile("/new", big, 0o644), avfs.QuotaExceeded)
+	if b, err := v.ReadFile("/f"); err != nil || string(b) != "old" {
+		t.Errorf("/f after the refused write: %q, %v", b, err)
+	}
+	_, err = v.Stat("/new")
+	wantKind(t, err, avfs.NotFound)
+}

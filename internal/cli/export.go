@@ -178,7 +178,7 @@ func (ex *exporter) node(fd int, name string, at vfs.Attr, rel, vpath string) er
 			return nil
 		}
 		if err := ex.file(fd, name, hrel, at, mode); err != nil {
-			return err
+			return withPath(err, vpath)
 		}
 		if at.Nlink > 1 {
 			ex.links[at.Ino] = hrel

@@ -40,10 +40,14 @@ func openForWrite(tx *vfs.Tx, p string, mode uint32) (at vfs.Attr, created bool,
 		at, err = tx.Resolve(p, true)
 	}
 	if err == nil && at.Type != vfs.TypeFile {
-		err = &errs.Error{Kind: errs.NotAFile, Op: "write", Path: p, Errno: syscall.EISDIR,
-			Err: fmt.Errorf("not a regular file (%s)", at.Type)}
+		err = notAFile(p, at.Type)
 	}
 	return at, created, err
+}
+
+func notAFile(p string, t vfs.FileType) error {
+	return &errs.Error{Kind: errs.NotAFile, Op: "write", Path: p, Errno: syscall.EISDIR,
+		Err: fmt.Errorf("not a regular file (%s)", t)}
 }
 
 func (a *app) writeCmd() *cobra.Command {
@@ -55,9 +59,10 @@ func (a *app) writeCmd() *cobra.Command {
 it (mode 0644) or replacing what it held; --append adds to the end instead.
 The parent directory must exist.
 
-Content up to 1 MiB is written in one transaction: all or nothing. Longer
-standard input is streamed in 1 MiB transactions, so memory stays bounded;
-if such a write fails half-way, the file holds what was written so far.`,
+The write is all or nothing. Content up to 1 MiB is written in one
+transaction; longer content is staged in 1 MiB transactions, so memory
+stays bounded, and put in place by the last one: a write refused half-way
+(a quota) or interrupted leaves the file as it was, or absent.`,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			clean, err := vfs.CleanPath(args[0])
@@ -78,55 +83,143 @@ if such a write fails half-way, the file holds what was written so far.`,
 	return c
 }
 
-// writeStream writes src to the file at clean, one transaction per step.
+// writeStream writes src to the file at clean. Content that fits in one
+// step is written in one transaction; longer content goes to a stage
+// (vfs.Tx.Stage), one transaction per step, put in place by a last one,
+// so a write refused or interrupted half-way changes nothing.
 func (a *app) writeStream(v *vfs.Vault, clean string, src io.Reader, appendTo bool) (any, error) {
 	r := writeResult{Path: clean, Appended: appendTo}
 	buf := make([]byte, ioStep)
-	var ino vfs.Ino
-	for first := true; ; first = false {
-		if err := a.ctx.Err(); err != nil {
-			return nil, err
-		}
-		n, rerr := io.ReadFull(src, buf)
-		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-			return nil, &errs.Error{Kind: errs.IoError, Op: "write", Path: clean, Err: fmt.Errorf("reading input: %w", rerr)}
-		}
-		if n == 0 && !first {
-			break
-		}
+	n, rerr := a.readStep(src, buf, clean)
+	if rerr != nil && rerr != io.EOF {
+		return nil, rerr
+	}
+	if rerr == io.EOF {
 		err := v.Update(func(tx *vfs.Tx) error {
-			if first {
-				at, created, err := openForWrite(tx, clean, 0o644)
-				if err != nil {
-					return err
-				}
-				ino, r.Created = at.Ino, created
-				if !appendTo && at.Size > 0 {
-					zero := uint64(0)
-					if _, err := tx.SetAttr(ino, vfs.SetAttr{Size: &zero}); err != nil {
+			at, created, err := openForWrite(tx, clean, 0o644)
+			if err != nil {
+				return err
+			}
+			r.Created = created
+			off := at.Size
+			if !appendTo {
+				off = 0
+				if at.Size > 0 {
+					if _, err := tx.SetAttr(at.Ino, vfs.SetAttr{Size: &off}); err != nil {
 						return err
 					}
 				}
 			}
-			at, err := tx.GetAttr(ino)
-			if err != nil {
+			if _, err := tx.Write(at.Ino, int64(off), buf[:n]); err != nil {
 				return err
 			}
-			if _, err := tx.Write(ino, int64(at.Size), buf[:n]); err != nil {
-				return err
-			}
-			r.Size = int64(at.Size) + int64(n)
+			r.Size, r.Written = int64(off)+int64(n), int64(n)
 			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
-		r.Written += int64(n)
-		if rerr != nil {
-			break
+		return r, nil
+	}
+	stage, err := a.beginStage(v, clean, appendTo)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		last := rerr == io.EOF
+		err := a.ctx.Err()
+		if err == nil {
+			err = v.Update(func(tx *vfs.Tx) error {
+				at, err := tx.GetAttr(stage)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.Write(stage, int64(at.Size), buf[:n]); err != nil {
+					return err
+				}
+				r.Size = int64(at.Size) + int64(n)
+				if !last {
+					return nil
+				}
+				r.Created, err = placeStage(tx, stage, clean)
+				return err
+			})
+		}
+		if err == nil {
+			r.Written += int64(n)
+			if last {
+				return r, nil
+			}
+			if n, rerr = a.readStep(src, buf, clean); rerr != io.EOF {
+				err = rerr
+			}
+		}
+		if err != nil {
+			if aerr := v.Update(func(tx *vfs.Tx) error { return tx.AbortStage(stage) }); aerr != nil {
+				return nil, errors.Join(err, aerr)
+			}
+			return nil, err
 		}
 	}
-	return r, nil
+}
+
+// readStep fills buf from src; io.EOF when src ended within it.
+func (a *app) readStep(src io.Reader, buf []byte, clean string) (int, error) {
+	if err := a.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := io.ReadFull(src, buf)
+	switch err {
+	case nil:
+		return n, nil
+	case io.EOF, io.ErrUnexpectedEOF:
+		return n, io.EOF
+	}
+	return n, &errs.Error{Kind: errs.IoError, Op: "write", Path: clean, Err: fmt.Errorf("reading input: %w", err)}
+}
+
+// beginStage makes the stage of a write to the file at clean, after the
+// checks openForWrite makes: its directory exists, it is no directory.
+func (a *app) beginStage(v *vfs.Vault, clean string, appendTo bool) (stage vfs.Ino, err error) {
+	err = v.Update(func(tx *vfs.Tx) error {
+		var target vfs.Ino
+		at, err := tx.Resolve(clean, true)
+		switch {
+		case err == nil && at.Type != vfs.TypeFile:
+			return notAFile(clean, at.Type)
+		case err == nil:
+			target = at.Ino
+		case !errs.Is(err, errs.NotFound):
+			return err
+		default:
+			if _, _, err := tx.ResolveParent(clean); err != nil {
+				return err
+			}
+		}
+		stage, err = tx.Stage(target, appendTo)
+		return err
+	})
+	return stage, err
+}
+
+// placeStage puts a finished stage in place at clean: as the new file when
+// there is none, else as the content of the file there (a symlink
+// followed, as openForWrite does).
+func placeStage(tx *vfs.Tx, stage vfs.Ino, clean string) (created bool, err error) {
+	dir, name, err := tx.ResolveParent(clean)
+	if err != nil {
+		return false, err
+	}
+	if _, err := tx.Lookup(dir, name); errs.Is(err, errs.NotFound) {
+		_, err := tx.PlaceStage(stage, dir, name, 0o644)
+		return err == nil, err
+	}
+	at, created, err := openForWrite(tx, clean, 0o644)
+	if err != nil {
+		return false, err
+	}
+	_, err = tx.CommitStage(stage, at.Ino)
+	return created, err
 }
 
 type mkdirResult struct {

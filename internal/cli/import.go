@@ -61,6 +61,10 @@ type importer struct {
 	curOff int64
 	curEnd int64
 	curE   *hostEntry
+	// curMode is the mode the file gets when it is put in place.
+	curMode uint32
+	// stages are those not yet in place in a committed transaction.
+	stages []vfs.Ino
 }
 
 type dirAttrs struct {
@@ -95,11 +99,16 @@ func (a *app) importTree(v *vfs.Vault, hostPath, vaultPath string) (*transferRes
 		return nil, err
 	}
 	for im.next < len(im.entries) || im.cur != nil {
-		if err := a.ctx.Err(); err != nil {
-			return nil, err
+		err := a.ctx.Err()
+		if err == nil {
+			err = v.Update(im.batch)
 		}
-		if err := v.Update(im.batch); err != nil {
-			return nil, err
+		if err != nil {
+			return nil, im.abort(err)
+		}
+		im.stages = im.stages[:0] // those put in place are committed
+		if im.cur != nil {
+			im.stages = append(im.stages, im.curIno)
 		}
 	}
 	if err := im.finishDirs(); err != nil {
@@ -238,7 +247,7 @@ func (im *importer) step(tx *vfs.Tx) (int, error) {
 		im.res.Symlinks++
 		im.prog.add(1, 0)
 	case e.info.Mode().IsRegular():
-		return 0, im.startFile(tx, e, parent, name, vpath, mode)
+		return im.startFile(tx, e, parent, name, vpath, mode)
 	default:
 		im.res.Skipped = append(im.res.Skipped, skipped{Path: vpath, Reason: "not a regular file, directory or symlink (" + e.info.Mode().Type().String() + ")"})
 		im.prog.add(1, 0)
@@ -273,41 +282,116 @@ func replaceable(tx *vfs.Tx, dir vfs.Ino, name, vpath string) error {
 	return withPath(tx.Unlink(dir, name), vpath)
 }
 
-func (im *importer) startFile(tx *vfs.Tx, e *hostEntry, parent vfs.Ino, name, vpath string, mode uint32) error {
+// startFile starts copying a regular file and returns how many bytes of
+// data it wrote. A hard link to a file already copied is made at once, and
+// a file of one step is copied whole in this step; a larger one goes to a
+// stage (vfs.Tx.Stage) that copyChunk fills and puts in place. Either way
+// a file refused half-way (a quota) leaves the vault's file at its name as
+// it was.
+func (im *importer) startFile(tx *vfs.Tx, e *hostEntry, parent vfs.Ino, name, vpath string, mode uint32) (int, error) {
 	id, nlink := statOf(e.info)
-	if err := replaceable(tx, parent, name, vpath); err != nil {
-		return err
-	}
 	if ino, ok := im.links[id]; ok && nlink > 1 {
+		if err := replaceable(tx, parent, name, vpath); err != nil {
+			return 0, err
+		}
 		if _, err := tx.Link(ino, parent, name); err != nil {
-			return withPath(err, vpath)
+			return 0, withPath(err, vpath)
 		}
 		im.res.Hardlinks++
 		im.prog.add(1, 0)
-		return nil
+		return 0, nil
 	}
 	hp := filepath.Join(im.src, filepath.FromSlash(e.rel))
 	f, err := os.OpenFile(hp, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return hostErr("import", hp, err)
+		return 0, hostErr("import", hp, err)
 	}
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || !os.SameFile(fi, e.info) {
 		f.Close()
 		im.res.Skipped = append(im.res.Skipped, skipped{Path: vpath, Reason: "changed on the host during the import"})
-		return nil
+		return 0, nil
 	}
-	at, err := tx.Create(parent, name, mode, 0, 0)
+	if fi.Size() <= int64(len(im.buf)) {
+		defer f.Close()
+		return im.smallFile(tx, f, fi.Size(), e, parent, name, vpath, mode, id, nlink)
+	}
+	var replaced vfs.Ino // a file whose bytes the stage may count on
+	cur, err := tx.Lookup(parent, name)
+	switch {
+	case err == nil && cur.Type == vfs.TypeDir:
+		f.Close()
+		return 0, &errs.Error{Kind: errs.NotAFile, Op: "import", Path: vpath, Errno: syscall.EISDIR,
+			Err: errors.New("a directory in the vault is in the way of a file")}
+	case err == nil && cur.Type == vfs.TypeFile && cur.Nlink == 1:
+		replaced = cur.Ino
+	case err != nil && !errs.Is(err, errs.NotFound):
+		f.Close()
+		return 0, withPath(err, vpath)
+	}
+	stage, err := tx.Stage(replaced, false)
 	if err != nil {
 		f.Close()
-		return withPath(err, vpath)
+		return 0, withPath(err, vpath)
+	}
+	if nlink > 1 {
+		im.links[id] = stage // PlaceStage keeps the inode
+	}
+	im.cur, im.curIno, im.curOff, im.curEnd, im.curE = f, stage, 0, fi.Size(), e
+	im.stages = append(im.stages, stage)
+	im.curMode = mode
+	im.res.Files++
+	return 0, nil
+}
+
+// smallFile copies a file of at most one step whole, in one step: the
+// name is replaced, the file made and written, in the same transaction.
+func (im *importer) smallFile(tx *vfs.Tx, f *os.File, size int64, e *hostEntry, parent vfs.Ino, name, vpath string,
+	mode uint32, id devIno, nlink uint64) (int, error) {
+	n, err := f.ReadAt(im.buf[:size], 0)
+	if err != nil && err != io.EOF {
+		return 0, hostErr("import", f.Name(), err)
+	}
+	if err := replaceable(tx, parent, name, vpath); err != nil {
+		return 0, err
+	}
+	at, err := tx.Create(parent, name, mode, 0, 0)
+	if err == nil && n > 0 {
+		_, err = tx.Write(at.Ino, 0, im.buf[:n])
+	}
+	if err != nil {
+		return 0, withPath(err, vpath)
+	}
+	mt := e.info.ModTime()
+	if _, err := tx.SetAttr(at.Ino, vfs.SetAttr{Mtime: &mt, Atime: &mt}); err != nil {
+		return 0, err
 	}
 	if nlink > 1 {
 		im.links[id] = at.Ino
 	}
-	im.cur, im.curIno, im.curOff, im.curEnd, im.curE = f, at.Ino, 0, fi.Size(), e
 	im.res.Files++
-	return nil
+	im.res.Bytes += int64(n)
+	im.prog.add(1, int64(n))
+	return n, nil
+}
+
+// abort drops, when err stopped the import, the stages not yet in place
+// in a committed transaction: the file being copied, and those the failed
+// transaction put in place.
+func (im *importer) abort(err error) error {
+	im.closeCur()
+	aerr := im.v.Update(func(tx *vfs.Tx) error {
+		for _, s := range im.stages {
+			if err := tx.AbortStage(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if aerr != nil {
+		return errors.Join(err, aerr)
+	}
+	return err
 }
 
 // copyChunk writes the next step of the current file, and its times once
@@ -333,6 +417,13 @@ func (im *importer) copyChunk(tx *vfs.Tx) (int, error) {
 		}
 	}
 	if n == 0 || im.curOff >= im.curEnd {
+		parent, name, vpath := im.place(im.curE.rel)
+		if err := replaceable(tx, parent, name, vpath); err != nil {
+			return n, err
+		}
+		if _, err := tx.PlaceStage(im.curIno, parent, name, im.curMode); err != nil {
+			return n, withPath(err, vpath)
+		}
 		mt := im.curE.info.ModTime()
 		if _, err := tx.SetAttr(im.curIno, vfs.SetAttr{Mtime: &mt, Atime: &mt}); err != nil {
 			return n, err

@@ -59,11 +59,12 @@ func (a *app) quotaCmd() *cobra.Command {
 		Short: "Show, set and clear the quotas of the selected vault",
 		Long: `Show the quotas of the selected vault with its usage. Quotas are enforced on
 every write path, the mount included, as QuotaExceeded. Keys:
-  max_size_mb       total size of file data, in MiB
+  max_size_mb       total size of file data and of extended attributes'
+                    names and values, in MiB
   max_files         number of files, directories and links
   max_file_size_mb  size of one file, in MiB
-0 means unlimited. A limit may be set below the current usage: further
-growth then fails, shrinking still works.`,
+0 means unlimited. A refused write changes nothing. A limit may be set
+below the current usage: further growth then fails, shrinking still works.`,
 		Args: noArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.changeQuota(nil)

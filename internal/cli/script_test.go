@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +14,10 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
 // TestMain makes the test binary double as the avfs command, so scripts
@@ -61,6 +66,7 @@ func TestScripts(t *testing.T) {
 			"perm":     cmdPerm,
 			"dircycle": cmdDircycle,
 			"mkfifo":   cmdMkfifo,
+			"damage":   cmdDamage,
 		},
 	})
 }
@@ -143,4 +149,31 @@ func cmdPerm(ts *testscript.TestScript, neg bool, args []string) {
 	if (got == args[1]) == neg {
 		ts.Fatalf("mode of %s is %s, want %s", args[0], got, args[1])
 	}
+}
+
+// damage VAULT flips one byte inside every stored chunk of the vault file,
+// through its engine, as damage of the disk would.
+func cmdDamage(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: damage VAULT")
+	}
+	h, err := registry.Open(ts.Getenv("AVFS_HOME"))
+	ts.Check(err)
+	eng, err := engines.Open(h.Path(args[0]))
+	ts.Check(err)
+	defer eng.Close()
+	ts.Check(eng.Update(func(tx kv.Tx) error {
+		var keys, vals [][]byte
+		err := tx.Scan([]byte{'C'}, []byte{'D'}, func(k, v []byte) (bool, error) {
+			keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
+			return true, nil
+		})
+		for i := range keys {
+			vals[i][len(vals[i])/2] ^= 0x40
+			if err == nil {
+				err = tx.Put(keys[i], vals[i])
+			}
+		}
+		return err
+	}))
 }

@@ -55,8 +55,10 @@ are replaced and directories merged; sockets and device files are skipped
 and listed in "skipped". Owners and extended attributes are not copied.
 
 Data moves in 1 MiB steps and about 4 MiB per transaction, so memory stays
-bounded whatever the file sizes. An import is not one transaction: save a
-checkpoint first to be able to undo it.`,
+bounded whatever the file sizes. Each file is put in place whole, by the
+transaction that writes its last step, so a file refused half-way (a quota)
+leaves what the vault held at its name. An import is not one transaction:
+save a checkpoint first to be able to undo it.`,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {

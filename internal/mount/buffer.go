@@ -45,7 +45,7 @@ func (w *writeback) write(ino vfs.Ino, data []byte, off int64) (int, syscall.Err
 				w.mem += grown
 				w.mu.Unlock()
 				f.mu.Unlock()
-				return 0, errs.Errno(err)
+				return 0, w.st.errno("write", err)
 			}
 		}
 		var g int64
@@ -234,7 +234,7 @@ func (w *writeback) read(ino vfs.Ino, dest []byte, off int64) (n int, ok bool, e
 			return err
 		})
 		if err != nil {
-			return 0, true, errs.Errno(err)
+			return 0, true, w.st.errno("read", err)
 		}
 	}
 	for i := uint64(off) / vfs.ChunkSize; i*vfs.ChunkSize < end; i++ {

@@ -2,7 +2,6 @@ package mount
 
 import (
 	"context"
-	"log"
 	"sync"
 	"syscall"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -19,7 +17,6 @@ import (
 type fsys struct {
 	st       *store // every read and change of the vault (store.go)
 	readonly bool
-	logger   *log.Logger
 	// hostDir is a directory on the host disk beside the vault file: an
 	// unlimited vault reports that disk's free space as its capacity.
 	hostDir string
@@ -69,14 +66,7 @@ func (n *node) ino() vfs.Ino { return vfs.Ino(n.StableAttr().Ino) }
 // model's errors are errno-shaped; anything that maps to EIO is unexpected
 // and logged, so a failing vault leaves a trace in the mount's log.
 func (f *fsys) toErrno(op string, err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	e := errs.Errno(err)
-	if e == syscall.EIO && f.logger != nil {
-		f.logger.Printf("%s: %v", op, err)
-	}
-	return e
+	return f.st.errno(op, err)
 }
 
 // view runs fn in a read transaction.

@@ -27,9 +27,21 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	return uint32(copy(dest, val)), 0
 }
 
+// Setxattr sets an attribute. Its name and value count against
+// max_size_mb beside the write-back cache's reservations, so that no
+// buffered write is left without room.
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return n.fs.update("setxattr", func(tx *vfs.Tx) error {
-		return tx.SetXattr(n.ino(), attr, data, flags)
+	var growth int64
+	if errno := n.fs.view("setxattr", func(tx *vfs.Tx) (err error) {
+		growth, err = tx.XattrGrowth(n.ino(), attr, data)
+		return err
+	}); errno != 0 {
+		return errno
+	}
+	return n.fs.wb.reserveGrowth(growth, func() syscall.Errno {
+		return n.fs.update("setxattr", func(tx *vfs.Tx) error {
+			return tx.SetXattr(n.ino(), attr, data, flags)
+		})
 	})
 }
 

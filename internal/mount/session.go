@@ -243,7 +243,7 @@ func (s *Session) mount() error {
 			return err
 		}
 	}
-	f := &fsys{st: st, readonly: o.ReadOnly, logger: logger, hostDir: filepath.Dir(o.Home.Path(o.Vault))}
+	f := &fsys{st: st, readonly: o.ReadOnly, hostDir: filepath.Dir(o.Home.Path(o.Vault))}
 	if !o.ReadOnly {
 		budget := o.WriteBudget
 		if budget <= 0 {

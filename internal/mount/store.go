@@ -5,8 +5,10 @@ import (
 	"log"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -39,6 +41,28 @@ type store struct {
 	failed   error // a commit that failed, reported by the next sync
 
 	used atomic.Uint64 // counts the calls, for an idle timeout
+	// corrupt holds the messages of the CorruptVault errors logged, so
+	// that a damaged chunk read again and again is logged once.
+	corrupt sync.Map
+}
+
+// errno is the FUSE reply to a model error. One that maps to EIO is
+// unexpected and logged, a damaged chunk once.
+func (s *store) errno(op string, err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	e := errs.Errno(err)
+	if e != syscall.EIO || s.logger == nil {
+		return e
+	}
+	if errs.Is(err, errs.CorruptVault) {
+		if _, seen := s.corrupt.LoadOrStore(err.Error(), true); seen {
+			return e
+		}
+	}
+	s.logger.Printf("%s: %v", op, err)
+	return e
 }
 
 // activity changes whenever the store is used: every request the mount

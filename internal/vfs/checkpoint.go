@@ -257,6 +257,9 @@ func (v *Vault) Fork(child kv.Engine, childName string, opener Opener) (*Vault, 
 	var quota Quota
 	now := v.now()
 	hdr := newHeader(childName, now)
+	if !v.countsXattrs() { // the fork inherits the counters
+		hdr.Features = slices.DeleteFunc(slices.Clone(hdr.Features), func(f string) bool { return f == featureXattrUsage })
+	}
 	err := v.eng.Update(func(kt kv.Tx) error {
 		layer, r, err := freezeTop(kt, now)
 		if err != nil {

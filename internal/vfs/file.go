@@ -50,7 +50,7 @@ func (t *Tx) chunkData(n *inode, index uint64) ([]byte, error) {
 		}
 		return nil, err
 	}
-	return data, nil
+	return data, t.v.checkChunk(sum, data, n.Ino)
 }
 
 // Read reads up to len(buf) bytes of file ino from offset off and returns
@@ -109,7 +109,11 @@ func (t *Tx) Write(ino Ino, off int64, data []byte) (int, error) {
 	if err := t.checkFileSize(op, "", newSize); err != nil {
 		return 0, err
 	}
-	if err := t.charge(op, "", int64(newSize-n.Size), 0); err != nil {
+	c, err := t.stageCredit(n)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.chargeCredit(op, "", int64(newSize-n.Size), 0, c); err != nil {
 		return 0, err
 	}
 	for pos := uint64(off); pos < end; {
@@ -281,19 +285,24 @@ func (t *Tx) putChunkSum(n *inode, index uint64, data []byte, sum [sha256.Size]b
 	if len(data) == 0 {
 		return t.del(vkey)
 	}
-	if err := t.storeChunk(sum[:], data); err != nil {
+	stored, err := t.storeChunk(sum[:], data)
+	if err != nil {
 		return err
+	}
+	if stored {
+		t.v.wroteChunk(sum)
 	}
 	return t.put(vkey, sum[:])
 }
 
-// storeChunk writes chunk data under its hash unless this file has it.
-func (t *Tx) storeChunk(sum, data []byte) error {
+// storeChunk writes chunk data under its hash unless this file has it,
+// and reports whether it wrote it.
+func (t *Tx) storeChunk(sum, data []byte) (bool, error) {
 	ck := chunkKey(sum)
 	if have, err := kv.Has(t.own(), ck); err != nil || have {
-		return err
+		return false, err
 	}
-	return t.own().Put(ck, data)
+	return true, t.own().Put(ck, data)
 }
 
 // truncate sets a file's size. Growing adds a hole. Shrinking to zero starts
@@ -454,7 +463,10 @@ func (t *Tx) shareChunk(s *inode, from uint64, d *inode, to uint64) (bool, error
 		if err != nil {
 			return false, corruptf("chunk %x of inode %d: %v", sum[:8], s.Ino, err)
 		}
-		if err := t.storeChunk(sum, data); err != nil {
+		if err := t.v.checkChunk(sum, data, s.Ino); err != nil {
+			return false, err // damage of a parent's file stays there
+		}
+		if _, err := t.storeChunk(sum, data); err != nil {
 			return false, err
 		}
 	}

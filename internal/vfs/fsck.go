@@ -302,8 +302,18 @@ func fsckTree(t *Tx, label string, r *FsckReport) error {
 	if err := walk(root, 0); err != nil {
 		return err
 	}
+	rootX, err := t.xattrUsage(RootIno)
+	if err != nil {
+		return err
+	}
+	bytes += rootX
 	for ino, s := range seen {
 		r.Inodes++
+		xb, err := t.xattrUsage(ino)
+		if err != nil {
+			return err
+		}
+		bytes += xb
 		if s.n.Type != TypeDir && int(s.n.Nlink) != len(s.names) {
 			r.addf("%s: inode %d has nlink %d but %d names", label, ino, s.n.Nlink, len(s.names))
 		}
@@ -337,7 +347,11 @@ func fsckTree(t *Tx, label string, r *FsckReport) error {
 		}
 		r.Inodes++
 		files++
-		bytes += int64(n.Size)
+		xb, err := t.xattrUsage(ino)
+		if err != nil {
+			return err
+		}
+		bytes += int64(n.Size) + xb
 		fsckChunks(t, label, n, r)
 	}
 	u, err := t.Usage()

@@ -110,6 +110,11 @@ func (t *Tx) dropInode(n *inode) error {
 			return err
 		}
 	}
+	xb, err := t.xattrUsage(n.Ino)
+	if err != nil {
+		return err
+	}
+	dBytes -= xb
 	if err := t.dropTopVersions(xattrInoPrefix(n.Ino)); err != nil {
 		return err
 	}

@@ -40,6 +40,9 @@ func compareTree(tx *vfs.Tx, root *mnode) error {
 		if ino != vfs.RootIno {
 			usage.Files++
 		}
+		for name, v := range n.xattrs {
+			usage.Bytes += int64(len(name) + len(v))
+		}
 		if err := compareXattrs(tx, ino, n); err != nil {
 			return fmt.Errorf("%s: %v", p, err)
 		}

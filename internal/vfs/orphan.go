@@ -13,7 +13,7 @@ import (
 // mount is where that happens, so a vault with SetKeepOrphans keeps such a
 // regular file as an orphan: an inode with no links, listed under
 //
-//	"O" ino:8 ^layer:8        orphan: 0x01
+//	"O" ino:8 ^layer:8        orphan: 0x01 (a staged write's, stage.go: 0x01 credit:8)
 //
 // with its data, counted in the usage like any file, until ReleaseOrphan
 // drops it (the mount does when the kernel forgets the inode, and releases

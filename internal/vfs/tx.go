@@ -309,7 +309,7 @@ func (q Quota) Check() error {
 
 // Usage is what a state holds, as counted against the quota.
 type Usage struct {
-	Bytes int64 `json:"bytes"` // sum of regular file sizes
+	Bytes int64 `json:"bytes"` // regular file sizes, and extended attributes' names and values
 	Files int64 `json:"files"` // inodes other than the root
 }
 
@@ -349,6 +349,15 @@ func (t *Tx) Quota() (Quota, error) {
 // charge applies a change of usage, refusing it when it would pass a limit.
 // Shrinking is always allowed, even over a limit lowered after the fact.
 func (t *Tx) charge(op, path string, dBytes, dFiles int64) error {
+	return t.chargeCredit(op, path, dBytes, dFiles, credit{})
+}
+
+// credit is usage that is counted but not held against the limits: what
+// a staged write (stage.go) will free when it is put in place.
+type credit struct{ bytes, files int64 }
+
+// chargeCredit is charge with usage c not held against the limits.
+func (t *Tx) chargeCredit(op, path string, dBytes, dFiles int64, c credit) error {
 	l, err := t.loadUsage()
 	if err != nil {
 		return err
@@ -357,10 +366,10 @@ func (t *Tx) charge(op, path string, dBytes, dFiles int64) error {
 	if err != nil {
 		return err
 	}
-	if dBytes > 0 && q.MaxSizeMB > 0 && l.Bytes+dBytes > q.MaxSizeMB<<20 {
+	if dBytes > 0 && q.MaxSizeMB > 0 && l.Bytes-c.bytes+dBytes > q.MaxSizeMB<<20 {
 		return quotaErr(op, path, "max_size_mb", q.MaxSizeMB, syscall.ENOSPC)
 	}
-	if dFiles > 0 && q.MaxFiles > 0 && l.Files+dFiles > q.MaxFiles {
+	if dFiles > 0 && q.MaxFiles > 0 && l.Files-c.files+dFiles > q.MaxFiles {
 		return quotaErr(op, path, "max_files", q.MaxFiles, syscall.EDQUOT)
 	}
 	l.Bytes += dBytes

@@ -23,7 +23,12 @@ const Magic = "avfs-vault"
 
 // knownFeatures are the format features this build understands. A vault
 // that requires any other feature is refused, never misread.
-var knownFeatures = []string{"layers", "chunks-sha256-64k"}
+var knownFeatures = []string{"layers", "chunks-sha256-64k", featureXattrUsage}
+
+// featureXattrUsage: the usage counters count extended attributes' names
+// and values (xattr.go). A vault made before it counts them not, and
+// keeps so, as do its forks: its counters were never charged for them.
+const featureXattrUsage = "xattr-usage"
 
 // ChunkSize is the fixed size of a file data chunk.
 const ChunkSize = 64 << 10
@@ -63,6 +68,7 @@ type Vault struct {
 	// keepOrphans keeps files that lose their last name (orphan.go).
 	keepOrphans bool
 	cache       *readCache // nil unless CacheReads
+	verify      verifier   // the chunks reads verified (verify.go)
 
 	mu      sync.Mutex
 	cached  *chain   // own chain for the current topology

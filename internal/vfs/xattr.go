@@ -47,7 +47,35 @@ func (t *Tx) GetXattr(ino Ino, name string) ([]byte, error) {
 	return b[1:], nil // values carry a leading 0x01 so that empty ones are not whiteouts
 }
 
-// SetXattr sets attribute name to value.
+// xattrBytes is what one attribute counts against max_size_mb: its name
+// and its value, so that attributes cannot fill a vault unseen; nothing in
+// a vault made before they counted (featureXattrUsage).
+func (t *Tx) xattrBytes(name string, value []byte) int64 {
+	if !t.v.countsXattrs() {
+		return 0
+	}
+	return int64(len(name) + len(value))
+}
+
+// XattrGrowth returns how much setting attribute name of ino to value
+// would grow the usage (negative: shrink it), as SetXattr charges it.
+func (t *Tx) XattrGrowth(ino Ino, name string, value []byte) (int64, error) {
+	old, _, exists, err := t.get(xattrVKey(ino, name))
+	if err != nil {
+		return 0, err
+	}
+	delta := t.xattrBytes(name, value)
+	if exists {
+		delta -= t.xattrBytes(name, old[1:])
+	}
+	return delta, nil
+}
+
+// countsXattrs tells whether the usage counters count extended attributes.
+func (v *Vault) countsXattrs() bool { return slices.Contains(v.hdr.Features, featureXattrUsage) }
+
+// SetXattr sets attribute name to value. Growth past max_size_mb is
+// QuotaExceeded (ENOSPC) and changes nothing.
 func (t *Tx) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	const op = "setxattr"
 	if err := t.writable(op); err != nil {
@@ -63,7 +91,7 @@ func (t *Tx) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	if err != nil {
 		return err
 	}
-	_, _, exists, err := t.get(xattrVKey(ino, name))
+	old, _, exists, err := t.get(xattrVKey(ino, name))
 	if err != nil {
 		return err
 	}
@@ -72,6 +100,13 @@ func (t *Tx) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	}
 	if flags&XattrReplace != 0 && !exists {
 		return errs.E(op, name, syscall.ENODATA)
+	}
+	delta := t.xattrBytes(name, value)
+	if exists {
+		delta -= t.xattrBytes(name, old[1:])
+	}
+	if err := t.charge(op, name, delta, 0); err != nil {
+		return err
 	}
 	if err := t.put(xattrVKey(ino, name), append([]byte{1}, value...)); err != nil {
 		return err
@@ -93,7 +128,8 @@ func (t *Tx) RemoveXattr(ino Ino, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, _, ok, err := t.get(xattrVKey(ino, name)); err != nil {
+	old, _, ok, err := t.get(xattrVKey(ino, name))
+	if err != nil {
 		return err
 	} else if !ok {
 		return errs.E(op, name, syscall.ENODATA)
@@ -101,8 +137,25 @@ func (t *Tx) RemoveXattr(ino Ino, name string) error {
 	if err := t.del(xattrVKey(ino, name)); err != nil {
 		return err
 	}
+	if err := t.charge(op, name, -t.xattrBytes(name, old[1:]), 0); err != nil {
+		return err
+	}
 	n.Ctime = t.now
 	return t.putInode(n)
+}
+
+// xattrUsage sums what the attributes of ino count against the quota.
+func (t *Tx) xattrUsage(ino Ino) (int64, error) {
+	var sum int64
+	if !t.v.countsXattrs() {
+		return 0, nil
+	}
+	err := t.scanVisible(xattrInoPrefix(ino), func(vkey, val []byte) {
+		if len(val) > 0 {
+			sum += int64(len(vkeyName(vkey)) + len(val) - 1)
+		}
+	})
+	return sum, err
 }
 
 // ListXattr returns the names of an inode's attributes, sorted.

@@ -239,6 +239,8 @@ export interface ErrorDocument {
   /** IoError from the host: the errno of the failed system call, e.g. ENOSPC */
   errno?: string;
   host_path?: string;
+  /** CorruptVault: the SHA-256 address of a stored chunk whose content does not match it */
+  chunk?: string;
   /** VaultLocked: the mount that holds the vault's write lock */
   mountpoint?: string;
   problems?: string[];
