@@ -66,6 +66,13 @@ func loadGraph(kt kv.Tx) (*graph, error) {
 			g.children[l.Parent] = append(g.children[l.Parent], id)
 		}
 	}
+	// The layer a checkpoint's save started is the state after it
+	// (ViewAfter): merging it into its child would put later writes in it.
+	for _, cp := range cps {
+		if kids := g.children[cp.Layer]; len(kids) > 0 {
+			g.named[slices.Min(kids)] = true
+		}
+	}
 	return g, nil
 }
 
