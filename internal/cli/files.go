@@ -134,7 +134,7 @@ func (a *app) lsCmd() *cobra.Command {
 starting with . are left out unless -a is given. A PATH that is not a
 directory lists itself. JSON output always carries every field; -l only
 changes the human form. --at REF lists the directory as a past state held
-it. ` + refHelp + ``,
+it. ` + refHelp,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.viewAt(at, argOr(args, 0, "/"), func(tx *vfs.Tx) (any, error) {
@@ -232,7 +232,7 @@ func (a *app) treeCmd() *cobra.Command {
 		Long: `Show the tree below PATH (default /). -L limits the depth (0: no limit).
 Names starting with . are left out unless -a is given. The counts do not
 include PATH itself. --at REF shows the tree a past state held.
-` + refHelp + ``,
+` + refHelp,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			if depth < 0 {
@@ -343,7 +343,7 @@ func (a *app) statCmd() *cobra.Command {
 		Short: "Show the attributes of a file in the vault",
 		Long: `Show the attributes of PATH. A symlink is described itself, with its target,
 unless -L is given. --at REF describes it as a past state held it.
-` + refHelp + ``,
+` + refHelp,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.viewAt(at, args[0], func(tx *vfs.Tx) (any, error) {
@@ -388,7 +388,7 @@ consistent state of the vault.
 With --json the document is {"path","size","encoding","content"}: encoding is
 "utf-8" when the file is valid UTF-8 (content is then the text) and "base64"
 otherwise. --at REF prints the file as a past state held it.
-` + refHelp + ``,
+` + refHelp,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.viewAt(at, args[0], func(tx *vfs.Tx) (any, error) {

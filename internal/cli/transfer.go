@@ -97,7 +97,7 @@ in HOST_DIR are not replaced (AlreadyExists) unless --force is given, which
 replaces files and symlinks but never follows them; existing directories
 are merged.
 
---at REF exports a past state instead of the working state. ` + refHelp + ``,
+--at REF exports a past state instead of the working state. ` + refHelp,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			src, dst := "/", args[0]
