@@ -40,6 +40,7 @@ var Schemas = map[string]string{
 	"avfs checkpoint restore": "checkpoint-restore",
 	"avfs checkpoint delete":  "checkpoint-delete",
 	"avfs checkpoint diff":    "diff",
+	"avfs diff":               "content-diff",
 	"avfs quota":              "quota",
 	"avfs quota set":          "quota",
 	"avfs quota clear":        "quota",

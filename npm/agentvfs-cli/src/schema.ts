@@ -182,6 +182,35 @@ export interface CompletionResult {
 }
 
 /**
+ * avfs diff. from and to are vault:NAME (a working state), vault:NAME@CHECKPOINT, or vault:NAME@CHECKPOINT^after (the state just after a proxy run); changes are sorted by path and carry checkpoint diff's fields and their patch.
+ * Schema: docs/schema/content-diff.json
+ */
+export interface ContentDiffResult {
+  from: string;
+  to: string;
+  changes: {
+    path: VaultPath;
+    kind: "added" | "modified" | "deleted" | "type_changed" | "mode_changed";
+    type: FileType;
+    size_before: Bytes;
+    size_after: Bytes;
+    /** the change as a git-format patch; null when the content is binary or git keeps nothing of the path (a directory, a device, a mode other than the execute bit) */
+    patch: string | null;
+    /** the content is not text: a NUL byte in its first 8000 bytes, or over 16 MiB */
+    binary: boolean;
+    insertions: number;
+    deletions: number;
+  }[];
+  summary: {
+    added: number;
+    modified: number;
+    deleted: number;
+    type_changed: number;
+    mode_changed: number;
+  };
+}
+
+/**
  * cp.
  * Schema: docs/schema/cp.json
  */
@@ -232,6 +261,8 @@ export interface ErrorDocument {
   /** the checkpoint an error is about */
   checkpoint?: string;
   vault?: string;
+  /** the REF (--at, diff FROM/TO) an error is about */
+  ref?: string;
   usage?: string;
   forks?: VaultName[];
   quota?: "max_size_mb" | "max_files" | "max_file_size_mb";

@@ -260,6 +260,34 @@ class Diff(Document):
     nested = {"changes": DiffEntry, "summary": DiffSummary}
 
 
+@dataclass(frozen=True)
+class ContentDiffEntry(Document):
+    """One changed path of ``avfs diff``, with its git-format ``patch``
+    (None when ``binary`` or when git keeps nothing of the path)."""
+
+    path: str
+    kind: str
+    type: str
+    size_before: int
+    size_after: int
+    patch: Optional[str]
+    binary: bool
+    insertions: int
+    deletions: int
+
+
+@dataclass(frozen=True)
+class ContentDiff(Document):
+    """avfs diff: ``from_``/``to`` are ``vault:NAME``, ``vault:NAME@CHECKPOINT``
+    or ``vault:NAME@CHECKPOINT^after``."""
+
+    from_: str
+    to: str
+    changes: List[ContentDiffEntry]
+    summary: DiffSummary
+    nested = {"changes": ContentDiffEntry, "summary": DiffSummary}
+
+
 # --- files -----------------------------------------------------------------
 
 
@@ -669,6 +697,7 @@ SCHEMAS: Dict[str, Type[Document]] = {
     "checkpoint-restore.json": Restored,
     "checkpoint-delete.json": CheckpointDeleted,
     "diff.json": Diff,
+    "content-diff.json": ContentDiff,
     "write.json": WriteResult,
     "cat.json": CatResult,
     "ls.json": Listing,
