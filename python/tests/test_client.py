@@ -105,6 +105,12 @@ def test_checkpoints(avfs: Avfs) -> None:
     assert all(isinstance(c, DiffEntry) for c in diff.changes)
     assert (diff.summary.added, diff.summary.modified, diff.summary.deleted) == (1, 1, 0)
     assert diff.raw["from"] == "vault:v@c1"
+    content = avfs.diff(vault="v")
+    assert [(c.path, c.binary, c.insertions, c.deletions) for c in content.changes] == [
+        ("/f", False, 1, 1), ("/g", False, 1, 0)]
+    assert content.changes[1].patch.startswith("diff --git a/g b/g\nnew file mode 100644\n")
+    assert avfs.cat("/f", at="c1", vault="v").text == "one"
+    assert [e.name for e in avfs.ls(at="c1", vault="v").entries] == ["f"]
 
     info = avfs.checkpoint_info("c1", vault="v")
     assert isinstance(info, Checkpoint) and info.message == "first"

@@ -25,6 +25,7 @@ from .models import (
     Checkpoint,
     CheckpointDeleted,
     CheckpointList,
+    ContentDiff,
     Diff,
     Document,
     Fork,
@@ -74,6 +75,10 @@ def go_duration(value: Duration) -> str:
     if not micros >= 0 or micros == float("inf"):
         raise ValueError(f"a duration must be a finite number >= 0: {value!r}")
     return f"{round(micros)}us"
+
+
+def _at(ref: Optional[str]) -> List[str]:
+    return [] if ref is None else ["--at", ref]
 
 
 class Avfs:
@@ -256,16 +261,33 @@ class Avfs:
         args = ["write"] + (["--append"] if append else []) + ["--", path]
         return self._call(WriteResult, args, vault=self._selected(vault), input=data)
 
-    def cat(self, path: str, *, vault: Optional[str] = None) -> CatResult:
-        """Read a file; ``.data`` is its bytes, ``.text`` its text."""
-        return self._call(CatResult, ["cat", "--", path], vault=self._selected(vault))
+    def cat(self, path: str, *, at: Optional[str] = None, vault: Optional[str] = None) -> CatResult:
+        """Read a file; ``.data`` is its bytes, ``.text`` its text. ``at`` is
+        a REF: ``@``, ``CHECKPOINT``, ``vault:NAME[@CHECKPOINT]``,
+        ``run:ID`` or ``run:ID^after``."""
+        return self._call(CatResult, ["cat"] + _at(at) + ["--", path], vault=self._selected(vault))
 
-    def ls(self, path: str = "/", *, all: bool = False, vault: Optional[str] = None) -> Listing:
-        return self._call(Listing, ["ls"] + (["--all"] if all else []) + ["--", path], vault=self._selected(vault))
-
-    def stat(self, path: str, *, dereference: bool = False, vault: Optional[str] = None) -> Stat:
-        return self._call(Stat, ["stat"] + (["--dereference"] if dereference else []) + ["--", path],
+    def ls(
+        self, path: str = "/", *, all: bool = False, at: Optional[str] = None, vault: Optional[str] = None
+    ) -> Listing:
+        return self._call(Listing, ["ls"] + (["--all"] if all else []) + _at(at) + ["--", path],
                           vault=self._selected(vault))
+
+    def stat(
+        self, path: str, *, dereference: bool = False, at: Optional[str] = None, vault: Optional[str] = None
+    ) -> Stat:
+        return self._call(Stat, ["stat"] + (["--dereference"] if dereference else []) + _at(at) + ["--", path],
+                          vault=self._selected(vault))
+
+    def diff(
+        self, from_: Optional[str] = None, to: Optional[str] = None, *, vault: Optional[str] = None
+    ) -> ContentDiff:
+        """What changed between two REFs, each change with its git-format
+        ``patch``. Defaults: the latest checkpoint and the working state."""
+        if to is not None and from_ is None:
+            raise ValueError("diff: give from_ when giving to")
+        args = ["diff", "--"] + [s for s in (from_, to) if s is not None]
+        return self._call(ContentDiff, args, vault=self._selected(vault))
 
     def mkdir(self, path: str, *, parents: bool = False, vault: Optional[str] = None) -> MkdirResult:
         return self._call(MkdirResult, ["mkdir"] + (["--parents"] if parents else []) + ["--", path],
