@@ -41,6 +41,7 @@ var Schemas = map[string]string{
 	"avfs checkpoint delete":  "checkpoint-delete",
 	"avfs checkpoint diff":    "diff",
 	"avfs diff":               "content-diff",
+	"avfs vault merge":        "vault-merge",
 	"avfs quota":              "quota",
 	"avfs quota set":          "quota",
 	"avfs quota clear":        "quota",

@@ -19,7 +19,7 @@ import (
 func (a *app) vaultCmd() *cobra.Command {
 	return a.group("vault", "Create, list, inspect, fork, select and delete vaults",
 		a.vaultCreateCmd(), a.vaultListCmd(), a.vaultInfoCmd(), a.vaultUseCmd(),
-		a.vaultForkCmd(), a.vaultDeleteCmd())
+		a.vaultForkCmd(), a.vaultMergeCmd(), a.vaultDeleteCmd())
 }
 
 // vaultInfo is the JSON of vault create, info and use.

@@ -40,11 +40,14 @@ type StateRef struct {
 	Vault      *Vault
 	Checkpoint string
 	After      bool
+	layer      uint64 // a layer's state (a merge base), when not 0
 }
 
 // View runs fn read-only on the state r names.
 func (r StateRef) View(fn func(*Tx) error) error {
 	switch {
+	case r.layer != 0:
+		return r.Vault.runSpec(txSpec{layer: r.layer}, fn)
 	case r.Checkpoint == "":
 		return r.Vault.View(fn)
 	case r.After:

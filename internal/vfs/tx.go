@@ -98,6 +98,7 @@ type txSpec struct {
 	latest     bool
 	checkpoint *string // a saved state instead of the working state
 	after      bool    // the state just after checkpoint (ViewAfter)
+	layer      uint64  // a frozen layer's state instead (a merge base); 0: none
 	// batch, when set, is the batch the transaction is a step or a read
 	// of. It keeps the chain across its steps (it holds the write lock,
 	// so only its own steps could change the layer graph, and none does)
@@ -111,7 +112,7 @@ type txSpec struct {
 // chain's parent files and runs fn.
 func (v *Vault) body(spec txSpec, fn func(*Tx) error) func(kv.Tx) error {
 	rc := txCache{latest: spec.latest}
-	if v.cache != nil && spec.checkpoint == nil {
+	if v.cache != nil && spec.checkpoint == nil && spec.layer == 0 {
 		rc.c = v.cache
 		rc.gen, _ = v.cache.begin()
 	}
@@ -119,6 +120,8 @@ func (v *Vault) body(spec txSpec, fn func(*Tx) error) func(kv.Tx) error {
 		var c *chain
 		var err error
 		switch {
+		case spec.layer != 0:
+			c, err = v.chainAt(kt, spec.layer)
 		case spec.checkpoint != nil:
 			var cp Checkpoint
 			if cp, err = getCheckpoint(kt, *spec.checkpoint); err == nil {

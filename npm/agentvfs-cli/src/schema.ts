@@ -787,6 +787,29 @@ export interface VaultListResult {
 }
 
 /**
+ * vault merge: a three-way merge of source's working state into target's from their common ancestor state (base: vault:NAME#LAYER). applied lists what changed (or, with dry_run or when fail refused, would change) in target; conflicts what both sides changed differently, with what each side did. checkpoint is target's checkpoint taken before the merge (restore it to undo), null when nothing changed.
+ * Schema: docs/schema/vault-merge.json
+ */
+export interface VaultMergeResult {
+  source: VaultName;
+  target: VaultName;
+  base: string;
+  applied: {
+    path: VaultPath;
+    kind: "added" | "modified" | "deleted" | "mode_changed" | "type_changed" | "merged" | "markers";
+  }[];
+  conflicts: {
+    path: VaultPath;
+    kind: "both_modified" | "modify_delete" | "add_add" | "type_changed";
+    ours: "added" | "modified" | "deleted" | "mode_changed" | "type_changed";
+    theirs: "added" | "modified" | "deleted" | "mode_changed" | "type_changed";
+  }[];
+  checkpoint: string | null;
+  merged: boolean;
+  dry_run: boolean;
+}
+
+/**
  * version.
  * Schema: docs/schema/version.json
  */
