@@ -154,6 +154,9 @@ def test_full_cycle(avfs: Avfs, fuse: None) -> None:
 
     # The fork changed, the base did not.
     # (avfs wants a selected vault even when both states name theirs.)
+    merge = avfs.vault_merge("task", dry_run=True)
+    assert (merge.target, merge.merged, merge.checkpoint) == ("base", False, None)
+    assert [(a.path, a.kind) for a in merge.applied] == [("/f.txt", "added")]
     diff = avfs.checkpoint_diff("vault:base", "vault:task", vault="task")
     assert [(c.path, c.kind) for c in diff.changes] == [("/f.txt", "added")]
     with pytest.raises(AvfsError):

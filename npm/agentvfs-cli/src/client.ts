@@ -216,6 +216,17 @@ export class VaultCommands {
     return this.avfs.run(["vault", "fork", ...flag(o.use, "--use"), "--", source, name]);
   }
 
+  /** Three-way merge of source into o.into (default: source's parent). */
+  merge(
+    source: string,
+    o: { into?: string; dryRun?: boolean; onConflict?: "fail" | "ours" | "theirs" | "markers" } = {},
+  ): Promise<S.VaultMergeResult> {
+    return this.avfs.run([
+      "vault", "merge", ...opt(o.into, "--into"), ...flag(o.dryRun, "--dry-run"),
+      ...opt(o.onConflict, "--on-conflict"), "--", source,
+    ]);
+  }
+
   /**
    * Deletes a vault and its checkpoints. The CLI's --yes is passed: it exists
    * so a script that forgot it cannot delete, and a call to delete() is

@@ -37,6 +37,7 @@ from .models import (
     ProxyExecResult,
     ProxyHistory,
     Restored,
+    VaultMerge,
     RmResult,
     SavedCheckpoint,
     Stat,
@@ -238,6 +239,14 @@ class Avfs:
 
     def checkpoint_delete(self, name: str, *, vault: Optional[str] = None) -> CheckpointDeleted:
         return self._call(CheckpointDeleted, ["checkpoint", "delete", "--", name], vault=self._selected(vault))
+
+    def vault_merge(
+        self, source: str, *, into: Optional[str] = None, dry_run: bool = False, on_conflict: str = "fail"
+    ) -> VaultMerge:
+        """Three-way merge of ``source`` into ``into`` (default: its parent)."""
+        args = ["vault", "merge", "--on-conflict", on_conflict] + (["--dry-run"] if dry_run else [])
+        args += (["--into", into] if into is not None else []) + ["--", source]
+        return self._call(VaultMerge, args)
 
     def checkpoint_diff(
         self, from_: Optional[str] = None, to: Optional[str] = None, *, vault: Optional[str] = None

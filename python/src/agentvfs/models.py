@@ -676,6 +676,38 @@ class PolicyCheck(Document):
     nested = {"request": PolicyRequest, "decision": Decision}
 
 
+@dataclass(frozen=True)
+class MergeApplied(Document):
+    path: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class MergeConflict(Document):
+    """``kind`` is both_modified, modify_delete, add_add or type_changed."""
+
+    path: str
+    kind: str
+    ours: str
+    theirs: str
+
+
+@dataclass(frozen=True)
+class VaultMerge(Document):
+    """vault merge: ``checkpoint`` is the target's checkpoint taken first
+    (restore it to undo), None when nothing changed."""
+
+    source: str
+    target: str
+    base: str
+    applied: List[MergeApplied]
+    conflicts: List[MergeConflict]
+    checkpoint: Optional[str]
+    merged: bool
+    dry_run: bool
+    nested = {"applied": MergeApplied, "conflicts": MergeConflict}
+
+
 #: The schema in docs/schema/ that each result class parses; the schema
 #: sync test walks these.
 # How a run ends (ProxyExecResult.state, HistoryRun.state): completed (the
@@ -698,6 +730,7 @@ SCHEMAS: Dict[str, Type[Document]] = {
     "checkpoint-delete.json": CheckpointDeleted,
     "diff.json": Diff,
     "content-diff.json": ContentDiff,
+    "vault-merge.json": VaultMerge,
     "write.json": WriteResult,
     "cat.json": CatResult,
     "ls.json": Listing,
