@@ -19,7 +19,7 @@ func main() {
 	engines := flag.String("engines", "sqlite,bolt", "engines to measure")
 	reps := flag.Int("reps", 15, "repetitions per measurement (the median is reported)")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
-	sections := flag.String("sections", "layers,io,verify,mount,proxy", "what to measure: layers, io, verify (per engine), mount, proxy")
+	sections := flag.String("sections", "layers,io,verify,workout,mount,proxy", "what to measure: layers, io, verify, workout (diff --patch and merge; per engine), mount, proxy")
 	slowReps := flag.Int("mount-reps", 5, "repetitions for the mount section (it runs real workloads)")
 	// How the mount section serves its loopback reference (bench.ServeLoopback).
 	loopDir := flag.String("serve-loopback", "", "internal: serve a loopback of this directory at -loopback-at")
@@ -67,6 +67,11 @@ func main() {
 		}
 		if want["verify"] {
 			if err := bench.Verify(cfg, e); err != nil {
+				fail(err)
+			}
+		}
+		if want["workout"] {
+			if err := bench.Workout(cfg, e); err != nil {
 				fail(err)
 			}
 		}
