@@ -193,7 +193,7 @@ docs/json-contract.md.`,
 	add("vaults", a.vaultCmd(), a.checkpointCmd(), a.quotaCmd())
 	add("files", a.fileCmds()...)
 	add("files", a.importCmd(), a.exportCmd())
-	add("files", a.diffCmd())
+	add("files", a.diffCmd(), a.applyCmd())
 	add("files", a.mountCmds()...)
 	add("proxy", a.proxyCmd(), a.policyCmd())
 	add("maint", a.fsckCmd(), a.gcCmd(), a.compactCmd(), a.versionCmd(), a.completionCmd())

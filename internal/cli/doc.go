@@ -42,6 +42,7 @@ var Schemas = map[string]string{
 	"avfs checkpoint diff":    "diff",
 	"avfs diff":               "content-diff",
 	"avfs vault merge":        "vault-merge",
+	"avfs apply":              "apply",
 	"avfs quota":              "quota",
 	"avfs quota set":          "quota",
 	"avfs quota clear":        "quota",

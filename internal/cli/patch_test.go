@@ -107,8 +107,11 @@ func TestPatchAppliesWithGit(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := newRunner(t)
 			rng := rand.New(rand.NewPCG(seed, 15))
-			r.ok("vault", "create", "base", "--use")
-			r.ok("import", repo, "/")
+			host := filepath.Join(t.TempDir(), "host")
+			if b, err := exec.Command("cp", "-a", repo, host).CombinedOutput(); err != nil {
+				t.Fatalf("cp: %v %s", err, b)
+			}
+			r.ok("vault", "create", "base", "--use", "--from", host)
 			r.ok("vault", "fork", "base", "task", "--use")
 			files := []string{}
 			for p, v := range hostTree(t, repo) {
@@ -156,17 +159,56 @@ func TestPatchAppliesWithGit(t *testing.T) {
 			if b, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("git apply: %v\n%s\npatch:\n%s", err, b, patch)
 			}
-			got, want := hostTree(t, from), hostTree(t, to)
-			for p, w := range want {
-				if got[p] != w {
-					t.Errorf("%s after git apply:\n%.200q\nwant\n%.200q", p, got[p], w)
+			want := hostTree(t, to)
+			sameTree(t, "git apply", hostTree(t, from), want)
+
+			// avfs apply into the directory the base came from gives the
+			// same tree; a host file edited meanwhile is a conflict, left
+			// as it is.
+			var edited string
+			for _, f := range files {
+				if out := r.ok("diff", "vault:base", "vault:task", "--json"); strings.Contains(out, `"path": "`+f+`",`+"\n"+`      "kind": "modified"`) {
+					edited = strings.TrimPrefix(f, "/")
+					break
 				}
 			}
-			for p := range got {
-				if _, ok := want[p]; !ok {
-					t.Errorf("%s is left after git apply", p)
+			if edited == "" {
+				t.Fatal("no file the fork modified to edit on the host")
+			}
+			if edited != "" {
+				if err := os.WriteFile(filepath.Join(host, edited), []byte("edited on the host\n"), 0o644); err != nil {
+					t.Fatal(err)
 				}
+			}
+			out := r.ok("apply", host, "--json")
+			got := hostTree(t, host)
+			if edited != "" {
+				if !strings.Contains(out, `"path": "/`+edited+`",`) || !strings.Contains(out, "changed since") {
+					t.Errorf("the host edit of %s is not a conflict:\n%s", edited, out)
+				}
+				if !strings.HasSuffix(got[edited], " edited on the host\n") {
+					t.Errorf("avfs apply overwrote %s: %.100q", edited, got[edited])
+				}
+				got[edited] = want[edited]
+			}
+			sameTree(t, "avfs apply", got, want)
+			if out := r.ok("apply", host, "--json"); !strings.Contains(out, `"applied": []`) {
+				t.Errorf("a second apply applied something:\n%s", out)
 			}
 		})
+	}
+}
+
+func sameTree(t *testing.T, how string, got, want map[string]string) {
+	t.Helper()
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s after %s:\n%.200q\nwant\n%.200q", p, how, got[p], w)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s is left after %s", p, how)
+		}
 	}
 }

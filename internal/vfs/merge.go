@@ -496,3 +496,27 @@ func withNewline(ls []string) string {
 	}
 	return s
 }
+
+// Snapshot is what a state holds at a path, as merge and apply compare it.
+type Snapshot struct {
+	Exists  bool
+	Type    FileType
+	Mode    uint32 // permission bits
+	Content []byte // file data or symlink text
+}
+
+// Snapshots reads what state r holds at each path, file data whole.
+func Snapshots(r StateRef, paths []string) ([]Snapshot, error) {
+	out := make([]Snapshot, len(paths))
+	err := r.View(func(t *Tx) error {
+		for i, p := range paths {
+			s, err := readSnap(t, p)
+			if err != nil {
+				return err
+			}
+			out[i] = Snapshot{Exists: s.ok, Type: s.typ, Mode: s.mode, Content: s.content}
+		}
+		return nil
+	})
+	return out, err
+}

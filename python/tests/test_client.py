@@ -130,7 +130,7 @@ def test_checkpoints(avfs: Avfs) -> None:
     assert (exc.value.error, exc.value.exit_code) == ("NoActiveVault", 10)
 
 
-def test_full_cycle(avfs: Avfs, fuse: None) -> None:
+def test_full_cycle(avfs: Avfs, fuse: None, tmp_path: Path) -> None:
     """create -> fork -> checkpoint -> proxy exec in the fork -> restore."""
     avfs.vault_create("base")
     avfs.write("/README", "base\n", vault="base")
@@ -154,6 +154,8 @@ def test_full_cycle(avfs: Avfs, fuse: None) -> None:
 
     # The fork changed, the base did not.
     # (avfs wants a selected vault even when both states name theirs.)
+    applied = avfs.apply(str(tmp_path), from_="vault:base", to="vault:task", dry_run=True, vault="task")
+    assert (applied.dry_run, [a.path for a in applied.applied]) == (True, ["/f.txt"])
     merge = avfs.vault_merge("task", dry_run=True)
     assert (merge.target, merge.merged, merge.checkpoint) == ("base", False, None)
     assert [(a.path, a.kind) for a in merge.applied] == [("/f.txt", "added")]

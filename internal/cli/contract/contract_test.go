@@ -213,6 +213,8 @@ func TestJSONSchemas(t *testing.T) {
 		{args: []string{"vault", "merge", "w", "--dry-run"}},
 		{args: []string{"vault", "merge", "w"}},
 		{args: []string{"vault", "merge", "v"}, fail: true},
+		{args: []string{"apply", out, "--from", "vault:w", "--dry-run"}},
+		{args: []string{"apply", out}, fail: true},
 		{args: []string{"vault", "info", "v"}},
 		{args: []string{"vault", "delete", "v", "--yes"}, fail: true},
 		{args: []string{"vault", "delete", "w"}, fail: true},

@@ -153,6 +153,17 @@ export class Avfs {
     return this.run(["stat", ...flag(o.dereference, "--dereference"), ...at(o.at), "--", path], { ...o, scoped: true });
   }
 
+  /** Writes the changes from o.from (default: the recorded origin) to o.to into hostDir. */
+  apply(
+    hostDir: string,
+    o: VaultOption & { from?: string; to?: string; dryRun?: boolean; force?: boolean } = {},
+  ): Promise<S.ApplyResult> {
+    return this.run([
+      "apply", ...opt(o.from, "--from"), ...opt(o.to, "--to"), ...flag(o.dryRun, "--dry-run"),
+      ...flag(o.force, "--force"), "--", hostDir,
+    ], { ...o, scoped: true });
+  }
+
   /**
    * What changed between two REFs, each change with its git-format patch
    * (null when binary). FROM defaults to the latest checkpoint, TO to the

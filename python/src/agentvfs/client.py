@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type,
 from ._resolve import StrPath, resolve_binary
 from .errors import AvfsError, ProtocolError
 from .models import (
+    ApplyResult,
     ApprovalResult,
     CatResult,
     Checkpoint,
@@ -78,8 +79,12 @@ def go_duration(value: Duration) -> str:
     return f"{round(micros)}us"
 
 
+def _opt(value: Optional[str], flag: str) -> List[str]:
+    return [] if value is None else [flag, value]
+
+
 def _at(ref: Optional[str]) -> List[str]:
-    return [] if ref is None else ["--at", ref]
+    return _opt(ref, "--at")
 
 
 class Avfs:
@@ -247,6 +252,16 @@ class Avfs:
         args = ["vault", "merge", "--on-conflict", on_conflict] + (["--dry-run"] if dry_run else [])
         args += (["--into", into] if into is not None else []) + ["--", source]
         return self._call(VaultMerge, args)
+
+    def apply(
+        self, host_dir: str, *, from_: Optional[str] = None, to: Optional[str] = None, dry_run: bool = False,
+        force: bool = False, vault: Optional[str] = None,
+    ) -> ApplyResult:
+        """Write the changes from ``from_`` (default: the recorded origin) to
+        ``to`` (default: the working state) into ``host_dir``."""
+        args = ["apply"] + _opt(from_, "--from") + _opt(to, "--to") + (["--dry-run"] if dry_run else [])
+        args += (["--force"] if force else []) + ["--", host_dir]
+        return self._call(ApplyResult, args, vault=self._selected(vault))
 
     def checkpoint_diff(
         self, from_: Optional[str] = None, to: Optional[str] = None, *, vault: Optional[str] = None

@@ -116,6 +116,15 @@ class VersionInfo(Document):
 
 
 @dataclass(frozen=True)
+class Origin(Document):
+    """Where a vault's content came from (``vault create --from``)."""
+
+    host_dir: str
+    checkpoint: str
+    recorded_at: str
+
+
+@dataclass(frozen=True)
 class Vault(Document):
     """vault create, vault info and vault use."""
 
@@ -132,7 +141,8 @@ class Vault(Document):
     usage: Usage
     quota: Quota
     file_size: int
-    nested = {"usage": Usage, "quota": Quota}
+    origin: Optional[Origin] = None
+    nested = {"usage": Usage, "quota": Quota, "origin": Origin}
 
 
 @dataclass(frozen=True)
@@ -708,6 +718,32 @@ class VaultMerge(Document):
     nested = {"applied": MergeApplied, "conflicts": MergeConflict}
 
 
+@dataclass(frozen=True)
+class ApplyEntry(Document):
+    path: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class ApplyNote(Document):
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ApplyResult(Document):
+    """apply: what was written into ``host_dir``, what conflicted (left alone)."""
+
+    from_: str
+    to: str
+    host_dir: str
+    dry_run: bool
+    applied: List[ApplyEntry]
+    conflicts: List[ApplyNote]
+    skipped: List[ApplyNote]
+    nested = {"applied": ApplyEntry, "conflicts": ApplyNote, "skipped": ApplyNote}
+
+
 #: The schema in docs/schema/ that each result class parses; the schema
 #: sync test walks these.
 # How a run ends (ProxyExecResult.state, HistoryRun.state): completed (the
@@ -731,6 +767,7 @@ SCHEMAS: Dict[str, Type[Document]] = {
     "diff.json": Diff,
     "content-diff.json": ContentDiff,
     "vault-merge.json": VaultMerge,
+    "apply.json": ApplyResult,
     "write.json": WriteResult,
     "cat.json": CatResult,
     "ls.json": Listing,
