@@ -10,7 +10,9 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 func (a *app) policyCmd() *cobra.Command {
@@ -98,6 +100,9 @@ type checkResult struct {
 	Vault         *string         `json:"vault"`
 	Request       policy.Request  `json:"request"`
 	Decision      policy.Decision `json:"decision"`
+	// Isolation is the boundary proxy exec would run the command in
+	// (unapproved; null without a vault, whose mount it depends on).
+	Isolation *sandbox.Isolation `json:"isolation"`
 }
 
 func (r checkResult) human(w io.Writer) {
@@ -106,10 +111,16 @@ func (r checkResult) human(w io.Writer) {
 	for _, c := range d.Commands {
 		fmt.Fprintf(w, "  %-22s %-22s %s [%s]\n", c.Program, c.Action, c.Reason, strings.Join(c.Categories, ","))
 	}
+	if i := r.Isolation; i != nil {
+		fmt.Fprintf(w, "isolation: %s, network %s: %s\n", i.Mode, i.Network, i.Reason)
+		if len(i.Hidden) > 0 {
+			fmt.Fprintf(w, "  hidden: %s\n", strings.Join(i.Hidden, " "))
+		}
+	}
 }
 
 func (a *app) policyCheckCmd() *cobra.Command {
-	var shell, cwd string
+	var shell, cwd, isolate string
 	c := &cobra.Command{
 		Use:   "check [--shell SCRIPT | -- ARGV...]",
 		Short: "Print the policy's decision for a command, without running anything",
@@ -126,6 +137,21 @@ func (a *app) policyCheckCmd() *cobra.Command {
 			r := checkResult{SchemaVersion: 1, Kind: "policy_decision", Request: req, Decision: policy.Classify(req, p)}
 			if vault != "" {
 				r.Vault = &vault
+				h, err := a.home()
+				if err != nil {
+					return nil, err
+				}
+				rt, err := a.proxyRuntime(h, vault)
+				if err != nil {
+					return nil, err
+				}
+				// The mount a run would start; a live one it would reuse
+				// is bound the same way.
+				plan, err := rt.Sandbox(proxy.Request{Vault: vault, Isolate: isolate}, r.Decision, false, rt.Mountpoint(vault, false))
+				if err != nil {
+					return nil, err
+				}
+				r.Isolation = &plan.Isolation
 			}
 			return r, nil
 		}),
@@ -133,5 +159,6 @@ func (a *app) policyCheckCmd() *cobra.Command {
 	c.Flags().SetInterspersed(false)
 	c.Flags().StringVar(&shell, "shell", "", "a shell script to classify as a whole")
 	c.Flags().StringVar(&cwd, "cwd", "/", "working directory inside the vault (for .. checks)")
+	c.Flags().StringVar(&isolate, "isolate", string(sandbox.Auto), "the --isolate of the run to show: auto, on or off")
 	return c
 }

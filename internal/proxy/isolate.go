@@ -1,0 +1,104 @@
+package proxy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentvfs/agentvfs/internal/policy"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
+)
+
+// isolationAvailable is the probe's answer for this runtime: nil when
+// runs can be isolated here, else an IsolationUnavailable error. The
+// bubblewrap path comes with it.
+func (rt *Runtime) isolationAvailable() (string, error) {
+	find := rt.Bwrap
+	if find == nil {
+		find = func() (string, error) { return sandbox.Bwrap(os.Getenv) }
+	}
+	bwrap, err := find()
+	if err != nil {
+		return "", err
+	}
+	return bwrap, sandbox.Probe(bwrap, rt.RunDir)
+}
+
+// Sandbox plans the boundary a run of req with decision d gets, with its
+// workspace at mnt; approved is whether a person approved the request.
+// `--isolate on` where isolation is unavailable is an
+// IsolationUnavailable error. `avfs policy check` shows the same plan
+// before anything runs.
+func (rt *Runtime) Sandbox(req Request, d policy.Decision, approved bool, mnt string) (*sandbox.Plan, error) {
+	mode, err := sandbox.ParseMode(req.Isolate)
+	if err != nil {
+		return nil, err
+	}
+	bwrap, probe := "", error(nil)
+	if mode != sandbox.Off {
+		bwrap, probe = rt.isolationAvailable()
+	}
+	childEnv := append(append([]string{}, rt.Environ...), req.Env...)
+	getenv := func(k string) string { return lookup(childEnv, k) }
+	cfg := sandbox.Config{Workspace: mnt, AvfsHome: rt.Home.Dir, RunDir: rt.RunDir}
+	// The secrets of the user running avfs are hidden, and those under the
+	// HOME the command is given too, if it is another.
+	cfg.UserHome, _ = os.UserHomeDir()
+	homes := []string{cfg.UserHome}
+	if h := getenv("HOME"); h != "" && h != cfg.UserHome {
+		homes = append(homes, h)
+	}
+	var sb policy.Sandbox
+	if rt.Policy != nil {
+		sb = rt.Policy.Sandbox
+	} else {
+		sb = policy.Default().Sandbox
+	}
+	for _, h := range homes {
+		cfg.Hide = append(cfg.Hide, sandbox.Resolve(sb.Hide, h, mnt, getenv)...)
+		if h != cfg.UserHome {
+			for _, s := range sandbox.DefaultSecrets {
+				cfg.Hide = append(cfg.Hide, filepath.Join(h, s))
+			}
+		}
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home = cfg.UserHome
+	}
+	cfg.ReadOnly = sandbox.Resolve(sb.ReadOnly, home, mnt, getenv)
+	cfg.Writable = sandbox.Resolve(sb.Writable, home, mnt, getenv)
+	switch {
+	case approved:
+		cfg.Network, cfg.NetworkWhy = true, "the host's network: a person approved this request"
+	case rt.Policy.GrantsNetwork(d):
+		cfg.Network, cfg.NetworkWhy = true, "the host's network: granted by rule "+d.Rule+` (network = "host")`
+	default:
+		cfg.NetworkWhy = `no network but its own loopback: granted only to an approved require_approval run or by a rule with network = "host"`
+	}
+	if probe == nil && mode != sandbox.Off {
+		sandbox.Prepare(cfg.Writable)
+	}
+	return sandbox.New(mode, cfg, bwrap, probe)
+}
+
+// lookup is the value of key in env (KEY=VALUE entries, later ones win).
+func lookup(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// Mountpoint is where a run on vault mounts it when no live mount is
+// reused: in the runtime dir, outside $AVFS_HOME.
+func (rt *Runtime) Mountpoint(vault string, readonly bool) string {
+	name := vault
+	if readonly {
+		name += ".ro"
+	}
+	return filepath.Join(rt.RunDir, "mnt", name)
+}

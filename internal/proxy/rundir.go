@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+)
+
+// RuntimeDir is where the proxy's mounts of one avfs home live: a per-user
+// runtime directory outside $AVFS_HOME, so that no path from inside a
+// workspace (.., symlinks, /proc/self/cwd) leads to the vaults, the
+// policy, the approvals or the run records. It is
+//
+//	$XDG_RUNTIME_DIR/avfs/<home>   when XDG_RUNTIME_DIR is set and the user's
+//	/run/avfs-0/<home>             for root
+//	/tmp/avfs-$UID/<home>          for anyone else
+//
+// where <home> is a hash of the home's path, so two homes never share a
+// mountpoint. The user's directory is created 0700 and refused (IoError)
+// when it is a symlink, another user's, or open to others: a mountpoint
+// someone else can swap is a path into their tree.
+func RuntimeDir(home, xdgRuntimeDir string) (string, error) {
+	uid := os.Geteuid()
+	base := ""
+	if xdgRuntimeDir != "" && filepath.IsAbs(xdgRuntimeDir) && ownedBy(xdgRuntimeDir, uid) {
+		base = filepath.Join(xdgRuntimeDir, "avfs")
+	} else if uid == 0 {
+		base = "/run/avfs-0"
+	} else {
+		base = filepath.Join(os.TempDir(), "avfs-"+strconv.Itoa(uid))
+	}
+	if err := privateDir(base, uid); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(home)))
+	dir := filepath.Join(base, hex.EncodeToString(sum[:8]))
+	if err := privateDir(dir, uid); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// privateDir makes dir (mode 0700) if it is missing and checks that it is
+// a real directory of uid that nobody else can enter.
+func privateDir(dir string, uid int) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy runtime dir", Path: dir, Err: err}
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy runtime dir", Path: dir, Err: err}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		err = fmt.Errorf("not a directory (a symlink or a file is refused)")
+	case !ok || int(st.Uid) != uid:
+		err = fmt.Errorf("owned by uid %d, not by this user (uid %d)", st.Uid, uid)
+	case fi.Mode().Perm() != 0o700:
+		err = fmt.Errorf("mode %04o, not 0700", fi.Mode().Perm())
+	}
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy runtime dir", Path: dir, Err: err,
+			Hint: "remove it, or set XDG_RUNTIME_DIR to a directory of yours"}
+	}
+	return nil
+}
+
+func ownedBy(dir string, uid int) bool {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
+}
