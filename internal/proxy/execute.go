@@ -22,6 +22,7 @@ type execSpec struct {
 	timeout   time.Duration
 	grace     time.Duration
 	maxOutput int64
+	extra     []*os.File // inherited as fds 3, 4, ...
 }
 
 // execResult is how the process ended and what it printed.
@@ -99,6 +100,7 @@ func run(spec execSpec) execResult {
 	cmd := exec.Command(spec.argv[0], spec.argv[1:]...)
 	cmd.Dir, cmd.Env = spec.dir, spec.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.stdin, outW, errW
+	cmd.ExtraFiles = spec.extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		finish()

@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
@@ -101,4 +104,35 @@ func (rt *Runtime) Mountpoint(vault string, readonly bool) string {
 		name += ".ro"
 	}
 	return filepath.Join(rt.RunDir, "mnt", name)
+}
+
+// runIn runs spec inside the plan's boundary. When bubblewrap cannot
+// build it (the command never started), --isolate auto runs the command
+// without it and says so; on fails the run with IsolationUnavailable.
+func (rt *Runtime) runIn(plan *sandbox.Plan, spec execSpec) (execResult, error) {
+	if !plan.Isolated() {
+		return run(spec), nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return execResult{}, &errs.Error{Kind: errs.IoError, Op: "proxy exec", Err: err}
+	}
+	argv := spec.argv
+	spec.argv, spec.extra = plan.Wrap(argv, spec.dir, 3), []*os.File{w}
+	res := run(spec)
+	w.Close()
+	_ = r.SetReadDeadline(time.Now().Add(time.Second)) // a process left holding the pipe is not waited for
+	status, _ := io.ReadAll(r)
+	r.Close()
+	if sandbox.Started(status) || res.startErr != nil {
+		return res, nil
+	}
+	msg := strings.TrimSpace(strings.TrimPrefix(string(res.stderr.buf), "bwrap: "))
+	sandbox.Forget(rt.RunDir)
+	if plan.Isolation.Requested == string(sandbox.On) {
+		return res, sandbox.Failed(msg)
+	}
+	plan.Fallback(msg)
+	spec.argv, spec.extra = argv, nil
+	return run(spec), nil
 }

@@ -344,14 +344,18 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		_ = stop()
 		return err
 	}
-	env.Result.Isolation = &plan.Isolation
 
 	if err := m.enter(StateExecute); err != nil {
 		_ = stop()
 		return err
 	}
-	res := run(execSpec{argv: plan.Wrap(env.Result.Command, dir), dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
+	res, err := rt.runIn(plan, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
 		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
+	env.Result.Isolation = &plan.Isolation
+	if err != nil {
+		_ = stop()
+		return err
+	}
 	fill(&env.Result, &res)
 
 	if err := m.enter(StateSummarize); err != nil {

@@ -18,10 +18,12 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
@@ -98,17 +100,40 @@ type Plan struct {
 func (p *Plan) Isolated() bool { return p != nil && p.bwrap != "" }
 
 // Wrap returns the argv that runs argv inside the boundary with its
-// working directory dir (the same path inside as outside).
-func (p *Plan) Wrap(argv []string, dir string) []string {
+// working directory dir (the same path inside as outside). bubblewrap
+// writes its status to statusFD (Started reads it).
+func (p *Plan) Wrap(argv []string, dir string, statusFD int) []string {
 	if !p.Isolated() {
 		return argv
 	}
-	out := make([]string, 0, len(p.args)+len(argv)+4)
+	out := make([]string, 0, len(p.args)+len(argv)+6)
 	out = append(out, p.bwrap)
 	out = append(out, p.args...)
-	out = append(out, "--chdir", dir, "--")
+	out = append(out, "--json-status-fd", strconv.Itoa(statusFD), "--chdir", dir, "--")
 	return append(out, argv...)
 }
+
+// Started reports whether bubblewrap's status (what it wrote to the
+// status fd) shows the command started: a boundary it could not build
+// never starts it.
+func Started(status []byte) bool { return bytes.Contains(status, []byte(`"child-pid"`)) }
+
+// Fallback turns the plan into one without namespaces after bubblewrap
+// could not build the boundary (msg: what it said), for --isolate auto.
+func (p *Plan) Fallback(msg string) {
+	p.bwrap, p.args = "", nil
+	p.Isolation.Mode, p.Isolation.Network = None, NetworkHost
+	p.Isolation.Hidden, p.Isolation.Writable, p.Isolation.ReadOnly = []string{}, []string{}, []string{}
+	p.Isolation.Reason = "isolation unavailable, running without it (--isolate auto): bubblewrap failed: " + msg
+}
+
+// Failed is the Unavailable error of a boundary bubblewrap could not
+// build (--isolate on).
+func Failed(msg string) error { return unavailable("bubblewrap failed: %s", msg) }
+
+// Forget drops the cached probe in cacheDir, after a run found that it
+// no longer holds.
+func Forget(cacheDir string) { _ = os.Remove(filepath.Join(cacheDir, probeFile)) }
 
 // DefaultSecrets are the paths under the user's home hidden from every
 // isolated run, besides /etc/shadow, /etc/gshadow and other users' homes.
