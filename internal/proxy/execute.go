@@ -23,6 +23,10 @@ type execSpec struct {
 	grace     time.Duration
 	maxOutput int64
 	extra     []*os.File // inherited as fds 3, 4, ...
+	// group is the process group a timeout signals, when it is not the
+	// started process's own (a sandbox's command runs in a session of
+	// its own, so that its supervisor is not signalled); 0 when unknown.
+	group func() int
 }
 
 // execResult is how the process ended and what it printed.
@@ -115,6 +119,14 @@ func run(spec execSpec) execResult {
 		return res
 	}
 	pgid := cmd.Process.Pid
+	target := func() int {
+		if spec.group != nil {
+			if g := spec.group(); g > 0 {
+				return g
+			}
+		}
+		return pgid
+	}
 	exited := make(chan struct{})
 	var timedOut bool
 	var tmu sync.Mutex
@@ -130,12 +142,13 @@ func run(spec execSpec) execResult {
 			tmu.Lock()
 			timedOut = true
 			tmu.Unlock()
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			_ = syscall.Kill(-target(), syscall.SIGTERM)
 			g := time.NewTimer(spec.grace)
 			defer g.Stop()
 			select {
 			case <-exited:
 			case <-g.C:
+				_ = syscall.Kill(-target(), syscall.SIGKILL)
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			}
 		}()

@@ -1,11 +1,16 @@
 package proxy
 
 import (
-	"io"
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
@@ -117,14 +122,15 @@ func (rt *Runtime) runIn(plan *sandbox.Plan, spec execSpec) (execResult, error) 
 	if err != nil {
 		return execResult{}, &errs.Error{Kind: errs.IoError, Op: "proxy exec", Err: err}
 	}
+	st := readStatus(r)
 	argv := spec.argv
-	spec.argv, spec.extra = plan.Wrap(argv, spec.dir, 3), []*os.File{w}
+	spec.argv, spec.extra, spec.group = plan.Wrap(argv, spec.dir, 3), []*os.File{w}, st.childPid
 	res := run(spec)
 	w.Close()
-	_ = r.SetReadDeadline(time.Now().Add(time.Second)) // a process left holding the pipe is not waited for
-	status, _ := io.ReadAll(r)
+	status := st.wait()
 	r.Close()
 	if sandbox.Started(status) || res.startErr != nil {
+		unwrapExit(&res)
 		return res, nil
 	}
 	msg := strings.TrimSpace(strings.TrimPrefix(string(res.stderr.buf), "bwrap: "))
@@ -133,6 +139,89 @@ func (rt *Runtime) runIn(plan *sandbox.Plan, spec execSpec) (execResult, error) 
 		return res, sandbox.Failed(msg)
 	}
 	plan.Fallback(msg)
-	spec.argv, spec.extra = argv, nil
+	spec.argv, spec.extra, spec.group = argv, nil, nil
 	return run(spec), nil
+}
+
+// unwrapExit reads what bubblewrap's exit code says of the command: it
+// exits 128+N when the command was killed by signal N (as a shell
+// reports it), and 1 with "bwrap: execvp" when the program could not be
+// started (127 when it does not exist, as without isolation).
+func unwrapExit(res *execResult) {
+	switch {
+	case res.signal != "":
+	case res.exitCode > 128 && res.exitCode < 128+65:
+		res.signal = unix.SignalName(syscall.Signal(res.exitCode - 128))
+	case res.exitCode == 1 && bytes.HasPrefix(res.stderr.buf, []byte("bwrap: execvp ")):
+		res.exitCode = 126
+		if bytes.Contains(res.stderr.buf, []byte("No such file or directory")) {
+			res.exitCode = 127
+		}
+	}
+}
+
+// status reads what bubblewrap writes to its status fd: first the pid of
+// the sandbox's PID 1 (in this namespace), whose process group is the
+// command's, and its exit code at the end.
+type status struct {
+	mu   sync.Mutex
+	buf  []byte
+	pid  int
+	seen chan struct{} // closed once the pid is known or the pipe ends
+	done chan struct{}
+}
+
+func readStatus(r *os.File) *status {
+	st := &status{seen: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(st.done)
+		once := sync.OnceFunc(func() { close(st.seen) })
+		defer once()
+		b := make([]byte, 4096)
+		for {
+			n, err := r.Read(b)
+			st.mu.Lock()
+			st.buf = append(st.buf, b[:n]...)
+			if st.pid == 0 {
+				if line, _, ok := bytes.Cut(st.buf, []byte("\n")); ok || err != nil {
+					var m struct {
+						ChildPid int `json:"child-pid"`
+					}
+					if json.Unmarshal(line, &m) == nil && m.ChildPid > 0 {
+						st.pid = m.ChildPid
+						once()
+					}
+				}
+			}
+			st.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return st
+}
+
+// childPid is the process group of the sandboxed command, or 0 when
+// bubblewrap has not said it within a second.
+func (st *status) childPid() int {
+	select {
+	case <-st.seen:
+	case <-time.After(time.Second):
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.pid
+}
+
+// wait returns everything bubblewrap wrote, once it closed the pipe (or
+// a second after, when something inside still holds it).
+func (st *status) wait() []byte {
+	select {
+	case <-st.done:
+	case <-time.After(time.Second):
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return bytes.Clone(st.buf)
 }

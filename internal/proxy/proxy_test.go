@@ -50,15 +50,19 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// checkNoMounts fails the test if a mount under home is left behind, and
-// detaches it so that the next test is not affected.
+// checkNoMounts fails the test if a mount under home or its runtime dir
+// is left behind, and detaches it so that the next test is not affected.
 func checkNoMounts(t *testing.T, home string) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
+	runDir, err := proxy.RuntimeDir(home, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], home) {
+		if f := strings.Fields(line); len(f) > 4 && (strings.HasPrefix(f[4], home) || strings.HasPrefix(f[4], runDir)) {
 			t.Errorf("mount left behind: %s", f[4])
 			e := &env{t: t, home: home}
 			e.avfs("", "unmount", "--lazy", f[4])
@@ -168,8 +172,11 @@ func TestDenyTouchesNothing(t *testing.T) {
 	if cps := e.checkpoints(); len(cps) != 0 {
 		t.Errorf("denied run left checkpoints %v", cps)
 	}
-	if _, err := os.Stat(filepath.Join(e.home, "proxy", "mnt")); !os.IsNotExist(err) {
-		t.Errorf("denied run made a mountpoint: %v", err)
+	runDir, _ := proxy.RuntimeDir(e.home, "")
+	for _, d := range []string{filepath.Join(e.home, "proxy", "mnt"), filepath.Join(runDir, "mnt")} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("denied run made a mountpoint: %v", err)
+		}
 	}
 	if ents, _ := os.ReadDir(filepath.Join(e.home, "mounts")); len(ents) != 0 {
 		t.Errorf("denied run left mount records: %v", ents)

@@ -168,7 +168,10 @@ func New(mode Mode, cfg Config, bwrap string, probe error) (*Plan, error) {
 	}
 	// No capabilities inside, even for root mapped to root: the command
 	// cannot unmount its workspace or mount over the boundary.
-	b.add("--die-with-parent", "--cap-drop", "ALL",
+	// The command runs in a session of its own: a timeout's SIGTERM goes
+	// to its group and not to bubblewrap, which would tear the sandbox
+	// down at once instead of granting the grace period.
+	b.add("--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
 	for _, w := range cfg.Writable {
 		if isDir(w) {
