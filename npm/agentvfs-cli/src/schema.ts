@@ -156,6 +156,27 @@ export interface TreeNode {
 }
 
 /**
+ * the kernel boundary of a proxy run (null: the command did not run)
+ * Schema: docs/schema/common.json#/$defs/isolation
+ */
+export type Isolation = {
+  /** the --isolate asked for */
+  requested: "auto" | "on" | "off";
+  /** namespaces: user, mount, PID, IPC, UTS (and network) namespaces by bubblewrap; none: a plain process */
+  mode: "namespaces" | "none";
+  /** none: its own loopback only; host whenever mode is none */
+  network: "none" | "host";
+  /** host paths the command cannot see */
+  hidden: string[];
+  /** host directories it may write besides the workspace and its private /tmp */
+  writable: string[];
+  /** paths made read-only inside otherwise writable trees */
+  read_only: string[];
+  /** why this mode and network */
+  reason: string;
+} | null;
+
+/**
  * compact: what compaction and the garbage collection after it did.
  * Schema: docs/schema/compact.json
  */
@@ -381,6 +402,8 @@ export interface PolicyCheckResult {
       rule: string;
     }[];
   };
+  /** the boundary proxy exec would run the command in, unapproved (null without a selected vault) */
+  isolation: Isolation;
 }
 
 /**
@@ -411,6 +434,8 @@ export interface PolicyShowResult {
     categories?: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
     reason?: string;
+    /** host: a run this rule decides gets the host's network when isolated */
+    network?: "host" | "none";
   }[];
   vault_rules: {
     id: string;
@@ -420,7 +445,15 @@ export interface PolicyShowResult {
     categories?: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
     reason?: string;
+    /** host: a run this rule decides gets the host's network when isolated */
+    network?: "host" | "none";
   }[];
+  /** [sandbox]: paths as written (~/..., $GOCACHE, $GOMODCACHE, $NPM_CACHE, absolute, or relative to the workspace) */
+  sandbox: {
+    hide: string[];
+    read_only: string[];
+    writable: string[];
+  };
 }
 
 /**
@@ -535,6 +568,7 @@ export interface ProxyExecResult {
         rule: string;
       }[];
     };
+    isolation: Isolation;
     state: "completed" | "denied" | "awaiting_approval" | "failed";
     timed_out: boolean;
     approval: {
