@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,10 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Setenv("AVFS_PROXY_TEST_AS_AVFS", "1") // for the children only
-	os.Exit(m.Run())
+	flag.Parse()
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 // env is one avfs home with a vault "v", run in-process. Runs unmount
