@@ -307,7 +307,7 @@ func (c *canaries) workspace(mnt string) string {
 
 // judge runs one line and returns how it got through (empty: it did
 // not), restoring every canary it reached.
-func (c *canaries) judge(t *testing.T, e escapeLine, isolate string) []string {
+func (c *canaries) judge(t *testing.T, e escapeLine, isolate string) (why []string, ran bool) {
 	u := c.u
 	script := c.expand(e.script)
 	tcp, udp, abs := c.tcp.Load(), c.udp.Load(), c.abs.Load()
@@ -317,12 +317,12 @@ func (c *canaries) judge(t *testing.T, e escapeLine, isolate string) []string {
 	printed := out
 	if env != nil {
 		printed = env.Result.Stdout + env.Result.Stderr
+		ran = env.Result.ExitCode != nil
 		if isolate == "on" && env.Result.Isolation != nil && env.Result.Isolation.Mode != "namespaces" && env.Result.State == proxy.StateCompleted {
 			t.Fatalf("line %d ran without namespaces under --isolate on: %+v", e.n, env.Result.Isolation)
 		}
 	}
 	time.Sleep(20 * time.Millisecond) // a connection in flight when the run ended
-	var why []string
 	if c.tcp.Load() > tcp {
 		why = append(why, "TCP connection to the host's listener")
 	}
@@ -380,7 +380,7 @@ func (c *canaries) judge(t *testing.T, e escapeLine, isolate string) []string {
 		why = append(why, "wrote /usr/local/bin")
 		_ = os.Remove("/usr/local/bin/pwned")
 	}
-	return why
+	return why, ran
 }
 
 // decision is the policy's action for a line, without running it.
@@ -430,7 +430,15 @@ func TestEscapes(t *testing.T) {
 					t.Fatalf("the canary is visible from an isolated run: %s", out)
 				}
 			}
+			// The judge sees what gets through: a token printed, and one
+			// written into the workspace, are caught.
+			for _, ctl := range []string{"echo " + c.secretTok, "echo " + c.homeTok + " > w.txt"} {
+				if why, _ := c.judge(t, escapeLine{script: ctl}, tc.isolate); len(why) != 1 {
+					t.Fatalf("control %q: judged %v, want one way through", ctl, why)
+				}
+			}
 			var through []string
+			executed := 0
 			for _, e := range lines {
 				if tc.isolate == "off" && e.harmful {
 					if a := c.decision(t, c.expand(e.script)); a == "allow" || a == "allow_with_checkpoint" {
@@ -439,7 +447,10 @@ func TestEscapes(t *testing.T) {
 					}
 					continue
 				}
-				why := c.judge(t, e, tc.isolate)
+				why, ran := c.judge(t, e, tc.isolate)
+				if ran {
+					executed++
+				}
 				if len(why) == 0 {
 					continue
 				}
@@ -450,7 +461,12 @@ func TestEscapes(t *testing.T) {
 					t.Logf("line %d (%s): %s", e.n, e.what, strings.Join(why, "; "))
 				}
 			}
-			t.Logf("%d of %d lines got through (%s)", len(through), len(lines), tc.name)
+			t.Logf("%d of %d lines got through (%s); %d ran", len(through), len(lines), tc.name, executed)
+			// With every category allowed, only what cannot be parsed is
+			// refused: the kernel, not the classifier, held the rest.
+			if tc.isolate == "on" && executed < len(lines)*3/4 {
+				t.Errorf("only %d of %d lines ran: the isolated rows test too little", executed, len(lines))
+			}
 			if tc.isolate == "off" {
 				compareMisses(t, through)
 			}
