@@ -229,6 +229,8 @@ func (u *user) cleanup() {
 	}
 	if u.mounted() {
 		u.t.Errorf("mounts left behind: %v", fuseMounts())
+	} else if u.runDir != "" {
+		_ = os.RemoveAll(u.runDir)
 	}
 	_ = os.RemoveAll(u.root)
 }

@@ -47,7 +47,12 @@ func newEnv(t *testing.T) *env {
 		t.Skip("needs root and /dev/fuse")
 	}
 	e := &env{t: t, home: t.TempDir(), linger: "0"}
-	t.Cleanup(func() { checkNoMounts(t, e.home) })
+	t.Cleanup(func() {
+		checkNoMounts(t, e.home)
+		if d, err := proxy.RuntimeDir(e.home, ""); err == nil {
+			_ = os.RemoveAll(d)
+		}
+	})
 	if code, out, errOut := e.avfs("", "vault", "create", "v", "--use"); code != 0 {
 		t.Fatalf("vault create: %d %s %s", code, out, errOut)
 	}
