@@ -14,9 +14,10 @@
 // parser cannot see — a syntax error, eval, a command name built at run
 // time — is denied with a reason.
 //
-// This is a top-level command boundary, not a sandbox: a program that is
-// allowed may itself do anything its code does (a Python script that opens
-// a socket is not seen). Pair avfs with OS isolation for hostile code.
+// This reads the command line only: a program that is allowed may itself do
+// anything its code does (a Python script that opens a socket is not
+// seen). The proxy runs what is allowed in namespaces that hold the
+// decision (package sandbox); without them this is the only wall.
 package policy
 
 import (
