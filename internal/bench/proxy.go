@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/agentvfs/agentvfs/internal/proxy"
 )
 
 // avfsBinary finds the avfs binary the benchmarks run: $AVFS_BIN,
@@ -65,7 +67,11 @@ func Proxy(cfg Config) error {
 		}
 		return out, err
 	}
-	// The lingering mount goes before the home does.
+	// The lingering mount goes before the home does, and then the
+	// runtime dir of its mountpoint.
+	if runDir, err := proxy.RuntimeDir(home, ""); err == nil {
+		defer os.RemoveAll(runDir)
+	}
 	defer func() {
 		out, _ := avfs("mounts", "--json")
 		var r struct {
