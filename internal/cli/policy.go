@@ -147,7 +147,7 @@ func (a *app) policyCheckCmd() *cobra.Command {
 				}
 				// The mount a run would start; a live one it would reuse
 				// is bound the same way.
-				plan, err := rt.Sandbox(proxy.Request{Vault: vault, Isolate: isolate}, r.Decision, false, rt.Mountpoint(vault, false))
+				plan, err := rt.Sandbox(proxy.Request{Vault: vault, Isolate: isolate}, r.Decision, false, rt.Mountpoint(vault, false), false)
 				if err != nil {
 					return nil, err
 				}

@@ -34,10 +34,12 @@ func (rt *Runtime) isolationAvailable() (string, error) {
 
 // Sandbox plans the boundary a run of req with decision d gets, with its
 // workspace at mnt; approved is whether a person approved the request.
+// prepare creates the missing writable dirs first (a run does; a check,
+// which changes nothing, does not, and leaves them out).
 // `--isolate on` where isolation is unavailable is an
 // IsolationUnavailable error. `avfs policy check` shows the same plan
 // before anything runs.
-func (rt *Runtime) Sandbox(req Request, d policy.Decision, approved bool, mnt string) (*sandbox.Plan, error) {
+func (rt *Runtime) Sandbox(req Request, d policy.Decision, approved bool, mnt string, prepare bool) (*sandbox.Plan, error) {
 	mode, err := sandbox.ParseMode(req.Isolate)
 	if err != nil {
 		return nil, err
@@ -84,7 +86,7 @@ func (rt *Runtime) Sandbox(req Request, d policy.Decision, approved bool, mnt st
 	default:
 		cfg.NetworkWhy = `no network but its own loopback: granted only to an approved require_approval run or by a rule with network = "host"`
 	}
-	if probe == nil && mode != sandbox.Off {
+	if prepare && probe == nil && mode != sandbox.Off {
 		sandbox.Prepare(cfg.Writable)
 	}
 	return sandbox.New(mode, cfg, bwrap, probe)

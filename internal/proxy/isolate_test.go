@@ -341,3 +341,19 @@ func TestMountpointOutsideHome(t *testing.T) {
 		t.Errorf(".. from the workspace reaches the home: %s", env.Result.Stdout)
 	}
 }
+
+// TestIsolateFlagInvalid: an --isolate that is not auto, on or off is
+// InvalidInput, and the run is neither recorded nor started.
+func TestIsolateFlagInvalid(t *testing.T) {
+	e := newEnv(t)
+	code, out, _ := e.avfs("", "--json", "proxy", "exec", "--isolate", "maybe", "--", "touch", "f")
+	if code != 5 || !strings.Contains(out, `"InvalidInput"`) || !strings.Contains(out, "auto, on or off") {
+		t.Fatalf("--isolate maybe: exit %d %s", code, out)
+	}
+	if _, out, _ := e.avfs("", "--json", "proxy", "history"); strings.Contains(out, `"id"`) {
+		t.Errorf("the invalid run was recorded: %s", out)
+	}
+	if cps := e.checkpoints(); len(cps) != 0 {
+		t.Errorf("the invalid run saved checkpoints %v", cps)
+	}
+}

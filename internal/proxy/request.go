@@ -14,6 +14,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 // request validates a request, fills in its defaults, and builds the
@@ -48,6 +49,9 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 	case CheckpointAuto, CheckpointAlways, CheckpointNever:
 	default:
 		return nil, nil, errs.New(errs.InvalidInput, "proxy exec", "--checkpoint must be auto, always or never, not %q", req.Checkpoint)
+	}
+	if _, err := sandbox.ParseMode(req.Isolate); err != nil {
+		return nil, nil, err
 	}
 	if req.Timeout < 0 || req.Grace < 0 {
 		return nil, nil, errs.New(errs.InvalidInput, "proxy exec", "--timeout and --grace cannot be negative")

@@ -339,7 +339,7 @@ func (rt *Runtime) drive(m *machine, req Request, approved *Envelope) error {
 		_ = stop()
 		return err
 	}
-	plan, err := rt.Sandbox(req, d, approved != nil, mnt)
+	plan, err := rt.Sandbox(req, d, approved != nil, mnt, true)
 	if err != nil {
 		_ = stop()
 		return err
