@@ -61,20 +61,20 @@ func readEscapes(t *testing.T) []escapeLine {
 // canaries are what a line must not reach: listeners on the host, files
 // outside the workspace, avfs's home, a process.
 type canaries struct {
-	u                    *user
-	tcp, udp, abs        atomic.Int64
-	port, uport          int
-	hostIP, absName      string
-	secretTok, homeTok   string
-	envTok, shadow       string
-	hostDir              string
-	policy               string
-	pend                 string
-	canary               *exec.Cmd
-	canaryDone           chan struct{}
-	homeSnap             string
-	closers              []func()
-	allowAll, isolateArg string
+	u                  *user
+	tcp, udp, abs      atomic.Int64
+	port, uport        int
+	hostIP, absName    string
+	secretTok, homeTok string
+	envTok, shadow     string
+	hostDir            string
+	policy             string
+	pend               string
+	canary             *exec.Cmd
+	canaryDone         chan struct{}
+	homeSnap           string
+	closers            []func()
+	allowAll           string
 }
 
 func token() string {
