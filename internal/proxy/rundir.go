@@ -18,8 +18,8 @@ import (
 // policy, the approvals or the run records. It is
 //
 //	$XDG_RUNTIME_DIR/avfs/<home>   when XDG_RUNTIME_DIR is set and the user's
-//	/run/avfs-0/<home>             for root
-//	/tmp/avfs-$UID/<home>          for anyone else
+//	/run/avfs-0/<home>             for root (where /run exists)
+//	$TMPDIR/avfs-$UID/<home>       for anyone else
 //
 // where <home> is a hash of the home's path, so two homes never share a
 // mountpoint. The user's directory is created 0700 and refused (IoError)
@@ -30,7 +30,7 @@ func RuntimeDir(home, xdgRuntimeDir string) (string, error) {
 	base := ""
 	if xdgRuntimeDir != "" && filepath.IsAbs(xdgRuntimeDir) && ownedBy(xdgRuntimeDir, uid) {
 		base = filepath.Join(xdgRuntimeDir, "avfs")
-	} else if uid == 0 {
+	} else if fi, err := os.Stat("/run"); uid == 0 && err == nil && fi.IsDir() {
 		base = "/run/avfs-0"
 	} else {
 		base = filepath.Join(os.TempDir(), "avfs-"+strconv.Itoa(uid))
