@@ -129,6 +129,9 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 			if !cmd.Flags().Changed("timeout") {
 				req.Timeout = proxy.DefaultTimeout
 			}
+			if !cmd.Flags().Changed("isolate") {
+				req.Isolate = "" // auto, or what an --approval was approved with
+			}
 			if !cmd.Flags().Changed("linger") {
 				if req.Linger, err = proxy.LingerFrom(a.env.Getenv("AVFS_PROXY_LINGER")); err != nil {
 					return nil, err

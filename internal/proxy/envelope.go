@@ -73,6 +73,7 @@ type RequestInfo struct {
 	Stdin          bool     `json:"stdin"`
 	EnvKeys        []string `json:"env_keys"` // the names given with --env; values are not kept
 	Approval       *string  `json:"approval"` // the approval this run uses
+	Isolate        string   `json:"isolate"`  // --isolate: auto, on or off
 }
 
 // Result is what happened.

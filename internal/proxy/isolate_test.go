@@ -119,11 +119,17 @@ func TestIsolationNetworkByDecision(t *testing.T) {
 			t.Errorf("policy check of an unapproved curl: %s%s", out, errOut)
 		}
 		u.mustAvfs("proxy", "approve", env.ID)
-		env, code, out = u.exec("--isolate", "on", "--approval", env.ID, "--", "curl", "-s", "-m", "5", url)
+		// The approval holds for the boundary it was asked with, or a
+		// stricter one: not without isolation.
+		code, out, _ = u.avfs("proxy", "exec", "--json", "--isolate", "off", "--approval", env.ID)
+		if code != 15 || !strings.Contains(out, `"ApprovalMismatch"`) || seen.Load() != 0 {
+			t.Fatalf("approved curl run with --isolate off: exit %d %s", code, out)
+		}
+		env, code, out = u.exec("--approval", env.ID, "--", "curl", "-s", "-m", "5", url)
 		if env == nil || code != 0 || env.Result.Stdout != "ok" || seen.Load() != 1 {
 			t.Fatalf("approved curl: exit %d, %d connections: %s", code, seen.Load(), out)
 		}
-		if iso := env.Result.Isolation; iso.Mode != "namespaces" || iso.Network != "host" || !strings.Contains(iso.Reason, "approved") {
+		if iso := env.Result.Isolation; iso.Requested != "on" || iso.Mode != "namespaces" || iso.Network != "host" || !strings.Contains(iso.Reason, "approved") {
 			t.Errorf("approved run's isolation: %+v", iso)
 		}
 		// A rule that grants the network.

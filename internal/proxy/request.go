@@ -80,7 +80,7 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 			CheckpointMode: req.Checkpoint, Command: slices.Clone(command), CommandMode: mode,
 			Timeout: req.Timeout.String(), TimeoutMs: float64(req.Timeout.Microseconds()) / 1000,
 			GraceMs: float64(req.Grace.Microseconds()) / 1000, MaxOutput: req.MaxOutput,
-			Stdin: req.Stdin != nil, EnvKeys: append([]string{}, keys...),
+			Stdin: req.Stdin != nil, EnvKeys: append([]string{}, keys...), Isolate: isolateOf(req.Isolate),
 		},
 		Result: Result{
 			Vault: req.Vault, Cwd: req.Cwd, Command: slices.Clone(command), StageMs: map[string]float64{},
@@ -94,6 +94,14 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 		env.Request.Approval = &approved.ID
 	}
 	return env, approved, nil
+}
+
+// isolateOf is the --isolate a request asks for, "" being auto.
+func isolateOf(m string) string {
+	if m == "" {
+		return string(sandbox.Auto)
+	}
+	return m
 }
 
 // cleanCwd makes --cwd an absolute, clean path inside the vault; ".."
@@ -114,6 +122,17 @@ func cleanCwd(cwd string) (string, error) {
 	return path.Clean("/" + cwd), nil
 }
 
+// isolateRank orders --isolate values from the loosest: off, auto, on.
+func isolateRank(m string) int {
+	switch sandbox.Mode(m) {
+	case sandbox.Off:
+		return 0
+	case sandbox.On:
+		return 2
+	}
+	return 1
+}
+
 // checkApproval checks that --approval names an approved, unused,
 // unexpired approval of the same request, and makes the request exactly
 // that one: a command given again must be the same.
@@ -132,6 +151,14 @@ func (rt *Runtime) checkApproval(req *Request) (*Envelope, error) {
 	}
 	if req.Vault != want.Vault {
 		return nil, mismatch("vault (" + want.Vault + ")")
+	}
+	// The person approved the run with its boundary: it may run with a
+	// stricter --isolate, never a looser one.
+	if req.Isolate == "" {
+		req.Isolate = want.Isolate
+	}
+	if want.Isolate != "" && isolateRank(req.Isolate) < isolateRank(want.Isolate) {
+		return nil, mismatch("isolation (--isolate " + want.Isolate + ")")
 	}
 	if req.Cwd != "" {
 		if c, err := cleanCwd(req.Cwd); err != nil || c != want.Cwd {

@@ -507,6 +507,8 @@ export interface ProxyExecResult {
     env_keys: string[];
     /** the approval id this run used */
     approval: string | null;
+    /** --isolate; an approval runs only with the same or a stricter one (off < auto < on) */
+    isolate?: "auto" | "on" | "off";
   };
   result: {
     vault: VaultName;

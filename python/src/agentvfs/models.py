@@ -448,6 +448,7 @@ class ProxyRequest(Document):
     stdin: bool
     env_keys: List[str]
     approval: Optional[str]
+    isolate: Optional[str] = None
 
 
 @dataclass(frozen=True)
