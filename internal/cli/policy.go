@@ -68,6 +68,7 @@ func (r policyResult) human(w io.Writer) {
 			fmt.Fprintf(w, "rule %s: program %v args %v categories %v → %s\n", rule.ID, rule.Program, rule.Args, rule.Categories, rule.Action)
 		}
 	}
+	fmt.Fprintf(w, "sandbox: hide %v read_only %v writable %v\n", r.Sandbox.Hide, r.Sandbox.ReadOnly, r.Sandbox.Writable)
 }
 
 func (a *app) policyShowCmd() *cobra.Command {
