@@ -274,12 +274,12 @@ func medianOf(v []float64) float64 {
 // directory of the user that a symlink, another user's directory or
 // loose modes cannot replace.
 func TestRuntimeDir(t *testing.T) {
-	xdg := t.TempDir()
-	a, err := proxy.RuntimeDir("/var/tmp/home-a", xdg)
+	xdg, homeA, homeB := t.TempDir(), t.TempDir(), t.TempDir()
+	a, err := proxy.RuntimeDir(homeA, xdg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := proxy.RuntimeDir("/var/tmp/home-b", xdg)
+	b, err := proxy.RuntimeDir(homeB, xdg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestRuntimeDir(t *testing.T) {
 	if err := os.Chmod(a, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := proxy.RuntimeDir("/var/tmp/home-a", xdg); err == nil || !strings.Contains(err.Error(), "not 0700") {
+	if _, err := proxy.RuntimeDir(homeA, xdg); err == nil || !strings.Contains(err.Error(), "not 0700") {
 		t.Errorf("a 0755 runtime dir: %v", err)
 	}
 	if fi, _ := os.Stat(a); fi.Mode().Perm() != 0o755 {
@@ -306,7 +306,7 @@ func TestRuntimeDir(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), filepath.Join(x2, "avfs")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := proxy.RuntimeDir("/var/tmp/home-a", x2); err == nil || !strings.Contains(err.Error(), "symlink") {
+	if _, err := proxy.RuntimeDir(homeA, x2); err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Errorf("a symlinked runtime dir: %v", err)
 	}
 	// Another user's is refused (as root: chown it away).
@@ -318,14 +318,14 @@ func TestRuntimeDir(t *testing.T) {
 		if err := os.Chown(filepath.Join(x3, "avfs"), nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := proxy.RuntimeDir("/var/tmp/home-a", x3); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		if _, err := proxy.RuntimeDir(homeA, x3); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
 			t.Errorf("another user's runtime dir: %v", err)
 		}
 		// An XDG_RUNTIME_DIR that is not the user's is not used at all.
 		if err := os.Chown(x3, nobody, nobody); err != nil {
 			t.Fatal(err)
 		}
-		if d, err := proxy.RuntimeDir("/var/tmp/home-a", x3); err != nil || !strings.HasPrefix(d, "/run/avfs-0/") {
+		if d, err := proxy.RuntimeDir(homeA, x3); err != nil || !strings.HasPrefix(d, "/run/avfs-0/") {
 			t.Errorf("with another user's XDG_RUNTIME_DIR: %s %v", d, err)
 		}
 	}
@@ -361,5 +361,42 @@ func TestIsolateFlagInvalid(t *testing.T) {
 	}
 	if cps := e.checkpoints(); len(cps) != 0 {
 		t.Errorf("the invalid run saved checkpoints %v", cps)
+	}
+}
+
+// TestRuntimeDirPrune: the runtime dir of a home that is gone is removed
+// when a new home's is made, unless something is still in its mounts.
+func TestRuntimeDirPrune(t *testing.T) {
+	xdg := t.TempDir()
+	gone, kept, busy := t.TempDir(), t.TempDir(), t.TempDir()
+	dirs := map[string]string{}
+	for _, h := range []string{gone, kept, busy} {
+		d, err := proxy.RuntimeDir(h, xdg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(d, "mnt", "v"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		dirs[h] = d
+	}
+	// Something still in busy's mountpoint (what a live mount looks like
+	// to rmdir: not removable).
+	if err := os.WriteFile(filepath.Join(dirs[busy], "mnt", "v", "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(gone)
+	os.RemoveAll(busy)
+	if _, err := proxy.RuntimeDir(t.TempDir(), xdg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dirs[gone]); !os.IsNotExist(err) {
+		t.Errorf("the runtime dir of a deleted home stays: %v", err)
+	}
+	if _, err := os.Stat(dirs[kept]); err != nil {
+		t.Errorf("the runtime dir of a live home went: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[busy], "mnt", "v", "file")); err != nil {
+		t.Errorf("a runtime dir with something in its mount was emptied: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 // RuntimeDir is where the proxy's mounts of one avfs home live: a per-user
@@ -40,10 +41,54 @@ func RuntimeDir(home, xdgRuntimeDir string) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(filepath.Clean(home)))
 	dir := filepath.Join(base, hex.EncodeToString(sum[:8]))
+	_, statErr := os.Lstat(dir)
 	if err := privateDir(dir, uid); err != nil {
 		return "", err
 	}
+	if os.IsNotExist(statErr) {
+		// A new home: say whose dir this is, and take away the dirs of
+		// homes that are gone.
+		_ = os.WriteFile(filepath.Join(dir, homeFile), []byte(filepath.Clean(home)), 0o600)
+		prune(base, dir)
+	}
 	return dir, nil
+}
+
+// homeFile names the home a runtime dir belongs to.
+const homeFile = "home"
+
+// prune removes the runtime dirs under base, other than keep, whose home
+// no longer exists. It only removes empty directories and its own files:
+// a mount still in one (a server that outlived its home) keeps it.
+func prune(base, keep string) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		dir := filepath.Join(base, e.Name())
+		if !e.IsDir() || dir == keep {
+			continue
+		}
+		home, err := os.ReadFile(filepath.Join(dir, homeFile))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(string(home)); !os.IsNotExist(err) {
+			continue
+		}
+		mnts, _ := os.ReadDir(filepath.Join(dir, "mnt"))
+		for _, m := range mnts {
+			_ = os.Remove(filepath.Join(dir, "mnt", m.Name())) // fails on a mountpoint in use, as it should
+		}
+		_ = os.Remove(filepath.Join(dir, "mnt"))
+		_ = os.Remove(filepath.Join(dir, sandbox.ProbeFile))
+		if os.Remove(filepath.Join(dir, homeFile)) == nil {
+			if os.Remove(dir) != nil {
+				_ = os.WriteFile(filepath.Join(dir, homeFile), home, 0o600) // not empty: keep knowing whose it is
+			}
+		}
+	}
 }
 
 // privateDir makes dir (mode 0700) if it is missing and checks that it is

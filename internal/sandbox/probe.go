@@ -18,6 +18,9 @@ import (
 // the machine reboots or bubblewrap changes.
 const probeFile = "isolation-probe"
 
+// ProbeFile is the name of the cached probe in a runtime dir.
+const ProbeFile = probeFile
+
 // Bwrap is the bubblewrap program a run uses: $AVFS_BWRAP when set (a
 // path; a missing one makes isolation unavailable), else bwrap on PATH.
 func Bwrap(getenv func(string) string) (string, error) {
