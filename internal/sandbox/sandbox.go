@@ -140,7 +140,7 @@ func Forget(cacheDir string) { _ = os.Remove(filepath.Join(cacheDir, probeFile))
 var DefaultSecrets = []string{".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker",
 	".netrc", ".git-credentials", ".npmrc", ".pypirc"}
 
-// hostSecrets are hidden whoever runs.
+// hostSecrets are hidden whoever runs (and the host's ssh keys).
 var hostSecrets = []string{"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-"}
 
 // New plans the boundary of one run. mode off, or auto on a host that
@@ -209,6 +209,8 @@ func hiddenPaths(cfg Config) []string {
 	var out []string
 	out = append(out, cfg.AvfsHome, cfg.RunDir)
 	out = append(out, hostSecrets...)
+	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key") // the host's private keys, readable by root mapped to root
+	out = append(out, keys...)
 	if cfg.UserHome != "" {
 		for _, s := range DefaultSecrets {
 			out = append(out, filepath.Join(cfg.UserHome, s))
