@@ -172,14 +172,15 @@ func New(mode Mode, cfg Config, bwrap string, probe error) (*Plan, error) {
 	// to its group and not to bubblewrap, which would tear the sandbox
 	// down at once instead of granting the grace period.
 	b.add("--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
+	// Writable dirs before what is hidden: a writable dir under a hidden
+	// one stays hidden.
 	for _, w := range cfg.Writable {
 		if isDir(w) {
 			b.add("--bind", w, w)
 			iso.Writable = append(iso.Writable, w)
 		}
 	}
-	b.add("--tmpfs", "/tmp")
 	b.keep = cfg.Workspace
 	hidden := b.hide(hiddenPaths(cfg))
 	b.add("--bind", cfg.Workspace, cfg.Workspace)
@@ -218,13 +219,10 @@ func hiddenPaths(cfg Config) []string {
 	}
 	out = append(out, otherHomes(cfg.UserHome)...)
 	for _, h := range cfg.Hide {
-		if !within(h, cfg.Workspace) {
+		if !within(h, cfg.Workspace) { // those are hidden after the workspace is bound
 			out = append(out, h)
 		}
 	}
-	// Never hide what holds the workspace or the writable dirs by a path
-	// that is their ancestor: the workspace is bound again after, and a
-	// writable dir under a hidden one stays hidden (hide wins).
 	return out
 }
 

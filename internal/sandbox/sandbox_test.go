@@ -75,6 +75,12 @@ func TestPlan(t *testing.T) {
 	if cover < 0 || bind < cover || ro < bind {
 		t.Errorf("runtime dir %d, workspace %d, read-only %d: %s", cover, bind, ro, argv)
 	}
+	// A writable dir under /tmp (the test's home is) is bound over the
+	// private /tmp, not covered by it.
+	gc := filepath.Join(home, ".cache", "go-build")
+	if tmp, w := strings.Index(argv, "--tmpfs /tmp "), strings.Index(argv, "--bind "+gc+" "+gc); tmp < 0 || w < tmp {
+		t.Errorf("/tmp at %d, the writable cache at %d: %s", tmp, w, argv)
+	}
 	cfg.Network = true
 	if p, _ := New(On, cfg, "/usr/bin/bwrap", nil); strings.Contains(strings.Join(p.Wrap(nil, ws, 3), " "), "--unshare-net") || p.Isolation.Network != NetworkHost {
 		t.Errorf("a granted network is unshared")
