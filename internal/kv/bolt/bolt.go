@@ -64,6 +64,10 @@ type Options struct {
 type DB struct {
 	db   *bbolt.DB
 	path string
+	opts *Options
+	// swap is held shared by every transaction and exclusively by
+	// Rewrite, which replaces db.
+	swap sync.RWMutex
 
 	mu      sync.Mutex
 	closed  bool
@@ -141,7 +145,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	return db, nil
 }
 
-func openBolt(path string, opts *Options) (*DB, error) {
+func boltOptions(opts *Options) *bbolt.Options {
 	o := &bbolt.Options{
 		Timeout:         DefaultTimeout,
 		FreelistType:    bbolt.FreelistMapType,
@@ -150,9 +154,13 @@ func openBolt(path string, opts *Options) (*DB, error) {
 	if opts != nil && opts.Timeout > 0 {
 		o.Timeout = opts.Timeout
 	}
-	d := &DB{path: path}
+	return o
+}
+
+func openBolt(path string, opts *Options) (*DB, error) {
+	d := &DB{path: path, opts: opts}
 	err := d.guard(func() (err error) {
-		d.db, err = bbolt.Open(path, fsutil.FileMode, o)
+		d.db, err = bbolt.Open(path, fsutil.FileMode, boltOptions(opts))
 		return err
 	})
 	if err != nil {
@@ -218,6 +226,8 @@ func (d *DB) run(write bool, fn func(kv.Tx) error) error {
 		return err
 	}
 	defer d.running.Done()
+	d.swap.RLock()
+	defer d.swap.RUnlock()
 	// Faults in the map become panics for the whole transaction, which the
 	// tx methods then turn into errors (goroutine-local, restored after).
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
