@@ -14,13 +14,6 @@ type CompactStats struct {
 	Records       int `json:"records"`        // versioned records moved or deleted
 }
 
-// GCStats says what garbage collection freed.
-type GCStats struct {
-	ChunksKept  int   `json:"chunks_kept"`
-	ChunksFreed int   `json:"chunks_freed"`
-	BytesFreed  int64 `json:"bytes_freed"`
-}
-
 // graph is the layer graph of one file and which layers something names.
 type graph struct {
 	layers   map[uint64]*layerRecord
@@ -206,46 +199,4 @@ func mergeLayer(kt kv.Tx, m, c uint64, g *graph) (int, error) {
 		return 0, err
 	}
 	return len(vkeys), kt.Delete(layerKey(m))
-}
-
-// GC frees chunks that no layer of this file maps. It runs in one write
-// transaction, so no writer can map a chunk between the mark and the sweep.
-func (v *Vault) GC() (GCStats, error) {
-	var st GCStats
-	err := v.eng.Update(func(kt kv.Tx) error {
-		st = GCStats{}
-		live := map[string]bool{}
-		fp := []byte{prefixFile}
-		err := kt.Scan(fp, kv.PrefixEnd(fp), func(_, v []byte) (bool, error) {
-			if len(v) > 0 {
-				live[string(v)] = true
-			}
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		var dead [][]byte
-		cp := []byte{prefixChunk}
-		err = kt.Scan(cp, kv.PrefixEnd(cp), func(k, v []byte) (bool, error) {
-			if live[string(k[1:])] {
-				st.ChunksKept++
-			} else {
-				dead = append(dead, slices.Clone(k))
-				st.BytesFreed += int64(len(v))
-			}
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, k := range dead {
-			if err := kt.Delete(k); err != nil {
-				return err
-			}
-		}
-		st.ChunksFreed = len(dead)
-		return nil
-	})
-	return st, storageErr("gc", v.Name(), err)
 }

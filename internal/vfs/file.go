@@ -287,11 +287,16 @@ func (t *Tx) putChunkSum(n *inode, index uint64, data []byte, sum [sha256.Size]b
 	return t.put(vkey, sum[:])
 }
 
-// storeChunk writes chunk data under its hash unless this file has it.
+// storeChunk writes chunk data under its hash unless this file has it;
+// finding it there, it tells a collection in progress (gc.go).
 func (t *Tx) storeChunk(sum, data []byte) error {
 	ck := chunkKey(sum)
-	if have, err := kv.Has(t.own(), ck); err != nil || have {
+	have, err := kv.Has(t.own(), ck)
+	if err != nil {
 		return err
+	}
+	if have {
+		return noteChunkReuse(t.own())
 	}
 	return t.own().Put(ck, data)
 }

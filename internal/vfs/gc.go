@@ -1,0 +1,343 @@
+package vfs
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"slices"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+)
+
+// Garbage collection of chunks, in bounded steps.
+//
+// A chunk is live while some chunk map ("F" record) of this file names it,
+// in any layer, reachable or not: compaction drops the records of layers
+// nothing reaches, and the next collection their chunks. Chunk maps only
+// name chunks of their own file (a fork copies a parent's chunk into its
+// own file before it maps it: shareChunk), so what a collection frees in
+// one file no other file's state reads; the chunks a fork reads from its
+// parent are named by the parent's pinned layers, which stay.
+//
+// A collection marks without blocking anyone and sweeps a few hundred
+// chunks per write transaction:
+//
+//  1. a write transaction stores a fresh token under the marker "M" "gc";
+//  2. a read transaction, which a writer never waits for, lists the chunks
+//     no chunk map names (sizes only, no data read);
+//  3. write transactions of at most sweepStep chunks each delete them,
+//     each first checking that the marker still holds the token; the last
+//     deletes the marker.
+//
+// A chunk the mark found dead can come back to life only by a write that
+// stores the same bytes again and finds the chunk there (storeChunk):
+// every other new chunk map copies a chunk map that already exists, whose
+// chunk was live at the mark. Such a write deletes the marker, so the
+// sweep stops at its next step, before it could delete the chunk, and
+// the next collection starts over. A crash at any point leaves either a
+// marker (harmless: the next collection replaces it) or nothing.
+const metaGC = "gc"
+
+// sweepStep bounds the chunks one sweep transaction deletes: about 2 ms
+// of a writer's wait on SQLite.
+const sweepStep = 256
+
+// GCStats says what garbage collection freed.
+type GCStats struct {
+	ChunksKept  int   `json:"chunks_kept"`
+	ChunksFreed int   `json:"chunks_freed"`
+	BytesFreed  int64 `json:"bytes_freed"`
+	// BytesReclaimed is how much smaller the file became: freed room the
+	// engine gave back to the host.
+	BytesReclaimed int64 `json:"bytes_reclaimed"`
+	// KeptBytes is the size of the chunks kept.
+	KeptBytes int64 `json:"bytes_kept"`
+}
+
+func (s *GCStats) add(o GCStats) {
+	s.ChunksFreed += o.ChunksFreed
+	s.BytesFreed += o.BytesFreed
+	s.BytesReclaimed += o.BytesReclaimed
+	s.ChunksKept, s.KeptBytes = o.ChunksKept, o.KeptBytes
+}
+
+// gcAfterMark, when set (tests), runs between the mark and the sweep.
+var gcAfterMark func()
+
+// errGCRaced stops a sweep whose marker a write removed.
+var errGCRaced = errors.New("a write stored a chunk the collection found dead")
+
+// noteChunkReuse is called by a write that maps a chunk it found stored:
+// a collection between its mark and its sweep must not free it.
+func noteChunkReuse(kt kv.Tx) error {
+	have, err := kv.Has(kt, metaKey(metaGC))
+	if err != nil || !have {
+		return err
+	}
+	return kt.Delete(metaKey(metaGC))
+}
+
+type deadChunk struct {
+	key  []byte
+	size int
+}
+
+// collect runs one collection. raced reports that a write reused a
+// chunk between the mark and the sweep: what was swept before stays
+// freed, the rest waits for the next collection.
+func (v *Vault) collect() (st GCStats, raced bool, err error) {
+	token := make([]byte, 16)
+	_, _ = rand.Read(token)
+	if err := v.eng.Update(func(kt kv.Tx) error { return kt.Put(metaKey(metaGC), token) }); err != nil {
+		return st, false, err
+	}
+	var dead []deadChunk
+	err = v.eng.View(func(kt kv.Tx) error {
+		if ok, err := holds(kt, token); err != nil || !ok {
+			raced = !ok
+			return err
+		}
+		live, err := chunkRefs(kt)
+		if err != nil {
+			return err
+		}
+		cp := []byte{prefixChunk}
+		return kv.ScanSizes(kt, cp, kv.PrefixEnd(cp), func(k []byte, n int) (bool, error) {
+			if len(k) == 1+sha256.Size && live[[sha256.Size]byte(k[1:])] {
+				st.ChunksKept++
+				st.KeptBytes += int64(n)
+			} else {
+				dead = append(dead, deadChunk{slices.Clone(k), n})
+			}
+			return true, nil
+		})
+	})
+	if err != nil || raced {
+		return st, raced, err
+	}
+	if gcAfterMark != nil {
+		gcAfterMark()
+	}
+	for {
+		n := min(len(dead), sweepStep)
+		step := dead[:n]
+		last := n == len(dead)
+		err := v.eng.Update(func(kt kv.Tx) error {
+			ok, err := holds(kt, token)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errGCRaced
+			}
+			for _, c := range step {
+				if err := kt.Delete(c.key); err != nil {
+					return err
+				}
+			}
+			if last {
+				return kt.Delete(metaKey(metaGC))
+			}
+			return nil
+		})
+		if errors.Is(err, errGCRaced) {
+			return st, true, nil
+		}
+		if err != nil {
+			return st, false, err
+		}
+		for _, c := range step {
+			st.ChunksFreed++
+			st.BytesFreed += int64(c.size)
+		}
+		dead = dead[n:]
+		if last {
+			break
+		}
+	}
+	return st, false, nil
+}
+
+// holds reports whether the marker holds token.
+func holds(kt kv.Tx, token []byte) (bool, error) {
+	b, err := kt.Get(metaKey(metaGC))
+	if errors.Is(err, kv.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil && bytes.Equal(b, token), err
+}
+
+// chunkRefs returns every chunk some chunk map of this file names.
+func chunkRefs(kt kv.Tx) (map[[sha256.Size]byte]bool, error) {
+	live := map[[sha256.Size]byte]bool{}
+	fp := []byte{prefixFile}
+	err := kt.Scan(fp, kv.PrefixEnd(fp), func(_, v []byte) (bool, error) {
+		if len(v) == sha256.Size {
+			live[[sha256.Size]byte(v)] = true
+		}
+		return true, nil
+	})
+	return live, err
+}
+
+// gcRetries bounds the collections GC starts over when writes keep
+// reusing chunks under it.
+const gcRetries = 3
+
+// GC frees the chunks no chunk map of this file names, then gives the
+// freed room back to the host where the engine can do it a piece at a
+// time. No step holds the write lock for long: writers go on beside it.
+func (v *Vault) GC() (GCStats, error) {
+	var st GCStats
+	for range gcRetries {
+		s, raced, err := v.collect()
+		st.add(s)
+		if err != nil {
+			return st, storageErr("gc", v.Name(), err)
+		}
+		if !raced {
+			break
+		}
+	}
+	n, err := v.Reclaim()
+	st.BytesReclaimed += n
+	return st, err
+}
+
+// reclaimStep bounds the room one reclaim transaction gives back.
+const reclaimStep = 16 << 20
+
+// Reclaim gives the engine's free room back to the host, reclaimStep
+// bytes per write transaction, and returns how many bytes it gave. An
+// engine that cannot do it a piece at a time gives nothing here (see
+// Rewrite).
+func (v *Vault) Reclaim() (int64, error) {
+	r, ok := v.eng.(kv.Reclaimer)
+	if !ok {
+		return 0, nil
+	}
+	var total int64
+	for {
+		n, err := r.Reclaim(reclaimStep)
+		total += n
+		if errors.Is(err, kv.ErrNoReclaim) {
+			return total, nil
+		}
+		if err != nil {
+			return total, storageErr("gc", v.Name(), err)
+		}
+		if n == 0 {
+			return total, nil
+		}
+	}
+}
+
+// Rewrite copies the vault's file into a new one without free room
+// (kv.Reclaimer.Rewrite): every transaction of this Vault waits for it,
+// O(file). It is the only way a bbolt file, or a SQLite file made before
+// incremental reclaim, shrinks; a SQLite file is incremental after it.
+// It returns the bytes the file shrank by.
+func (v *Vault) Rewrite() (int64, error) {
+	r, ok := v.eng.(kv.Reclaimer)
+	if !ok {
+		return 0, nil
+	}
+	before, err := r.Space()
+	if errors.Is(err, kv.ErrNoReclaim) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, storageErr("rewrite", v.Name(), err)
+	}
+	if err := r.Rewrite(); err != nil {
+		return 0, storageErr("rewrite", v.Name(), err)
+	}
+	after, err := r.Space()
+	if err != nil {
+		return 0, storageErr("rewrite", v.Name(), err)
+	}
+	return before.FileBytes - after.FileBytes, nil
+}
+
+// Automatic collection. Garbage takes room in a vault's file, so the
+// growth of the room in use (the file less its free room) since the last
+// collection bounds the garbage a new one could find. The last collection
+// leaves what it saw under "M" "gcstat", for every process: AutoGC, called
+// after writes, costs a look at the engine's space and one read until the
+// room in use has grown by autoGCGrowth or by half of the chunk bytes the
+// last collection kept, whichever is more. The file then stays within
+// about 1.5 times its live data, plus autoGCGrowth, plus what the engine
+// keeps besides (a SQLite log of up to 64 MiB, bbolt's 16 MiB steps).
+const metaGCStat = "gcstat"
+
+const (
+	autoGCGrowth = 16 << 20
+	// A file that cannot reclaim a piece at a time is rewritten once free
+	// room is both more than this and more than half the file.
+	rewriteFree = 32 << 20
+)
+
+// gcStat is the record of the last collection.
+type gcStat struct {
+	UsedBytes int64 `json:"used_bytes"` // the room in use after it
+	KeptBytes int64 `json:"kept_bytes"` // the chunk bytes it kept
+}
+
+// AutoGC collects garbage and gives room back when the file has grown
+// enough since the last collection (see above), and reports whether it
+// ran. Each of its steps holds the write lock briefly, except a Rewrite
+// (kv.Reclaimer) of a file with more free room than data.
+func (v *Vault) AutoGC() (GCStats, bool, error) {
+	sp, ok := v.eng.(kv.Spacer)
+	if !ok {
+		return GCStats{}, false, nil
+	}
+	space, err := sp.Space()
+	if errors.Is(err, kv.ErrNoReclaim) {
+		return GCStats{}, false, nil
+	}
+	if err != nil {
+		return GCStats{}, false, storageErr("gc", v.Name(), err)
+	}
+	var last gcStat
+	err = v.eng.View(func(kt kv.Tx) error {
+		b, err := kt.Get(metaKey(metaGCStat))
+		if errors.Is(err, kv.ErrNotFound) {
+			return nil
+		}
+		if err == nil && json.Unmarshal(b, &last) != nil {
+			last = gcStat{} // unreadable: collect, and write it anew
+		}
+		return err
+	})
+	if err != nil {
+		return GCStats{}, false, storageErr("gc", v.Name(), err)
+	}
+	if used(space) < last.UsedBytes+max(autoGCGrowth, last.KeptBytes/2) {
+		return GCStats{}, false, nil
+	}
+	st, err := v.GC()
+	if err != nil {
+		return st, true, err
+	}
+	if space, err = sp.Space(); err != nil {
+		return st, true, storageErr("gc", v.Name(), err)
+	}
+	if !space.Incremental && space.FreeBytes > rewriteFree && space.FreeBytes > space.FileBytes/2 {
+		n, err := v.Rewrite()
+		st.BytesReclaimed += n
+		if err != nil {
+			return st, true, err
+		}
+		if space, err = sp.Space(); err != nil {
+			return st, true, storageErr("gc", v.Name(), err)
+		}
+	}
+	rec, _ := json.Marshal(gcStat{UsedBytes: used(space), KeptBytes: st.KeptBytes})
+	err = v.eng.Update(func(kt kv.Tx) error { return kt.Put(metaKey(metaGCStat), rec) })
+	return st, true, storageErr("gc", v.Name(), err)
+}
+
+func used(sp kv.Space) int64 { return sp.FileBytes - sp.FreeBytes }

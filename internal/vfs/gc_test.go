@@ -1,0 +1,166 @@
+package vfs_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// TestGCKeepsChunksWrittenDuringIt stores again, between a collection's
+// mark and its sweep, a chunk the mark found dead: the collection must
+// leave it, and fsck must find every mapped chunk.
+func TestGCKeepsChunksWrittenDuringIt(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		x := string(bytes.Repeat([]byte("x"), 100_000))
+		f.write("/a", x)
+		f.write("/a", "overwritten") // x's chunks are garbage now
+		raced := false
+		defer vfs.SetGCAfterMark(func() {
+			if !raced {
+				raced = true
+				f.write("/b", x) // finds them stored and maps them again
+			}
+		})()
+		if _, err := f.v.GC(); err != nil {
+			t.Fatal(err)
+		}
+		if !raced {
+			t.Fatal("the collection never reached its sweep")
+		}
+		if got := f.read("/b"); got != x {
+			t.Fatalf("/b reads %d bytes, want %d", len(got), len(x))
+		}
+		checkFsck(t, f.v)
+		// The next collection, with nothing in its way, frees nothing
+		// that is mapped.
+		if _, err := f.v.GC(); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.read("/b"); got != x {
+			t.Fatalf("/b after a second gc: %d bytes", len(got))
+		}
+	})
+}
+
+// TestGCFreesInSteps checks that a collection frees every dead chunk,
+// more than one sweep step of them, and keeps what checkpoints hold.
+func TestGCFreesInSteps(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		f.write("/keep", "kept by a checkpoint")
+		if _, err := f.v.SaveCheckpoint("cp", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.write("/keep", "changed after it")
+		f.update(func(tx *vfs.Tx) error {
+			for i := range 600 {
+				if _, err := tx.WriteFile(fmt.Sprintf("/f%d", i), []byte(fmt.Sprint("content ", i)), 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		f.update(func(tx *vfs.Tx) error {
+			for i := range 600 {
+				if err := tx.Unlink(vfs.RootIno, fmt.Sprintf("f%d", i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		st, err := f.v.GC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ChunksFreed != 600 || st.ChunksKept != 2 {
+			t.Fatalf("gc = %+v, want 600 freed and 2 kept", st)
+		}
+		if got := readIn(t, f.v, "cp", "/keep"); got != "kept by a checkpoint" {
+			t.Fatalf("checkpoint reads %q", got)
+		}
+	})
+}
+
+// vaultSize is the size of a vault's files on disk (a SQLite log
+// included).
+func vaultSize(t *testing.T, path string) int64 {
+	t.Helper()
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// TestOverwriteLoopStaysBounded rewrites random ranges of a 4 MiB file,
+// collecting automatically after each change as the CLI does, and
+// requires the file to stay within twice what the working state and a
+// checkpoint hold, plus 64 MiB; without collection it grows by every
+// chunk written (more than 150 MiB here).
+func TestOverwriteLoopStaysBounded(t *testing.T) {
+	for _, engine := range []string{"sqlite", "bolt"} {
+		t.Run(engine, func(t *testing.T) {
+			f := newVault(t, engine)
+			path := f.home.Path("test")
+			const size = 4 << 20
+			rng := rand.New(rand.NewPCG(1, 2))
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(rng.Uint32())
+			}
+			f.write("/big", string(data))
+			if _, err := f.v.SaveCheckpoint("cp", ""); err != nil {
+				t.Fatal(err)
+			}
+			held := append([]byte(nil), data...)
+			bound := int64(2*(size+size)) + 64<<20
+			var peak int64
+			runs := 0
+			for i := range 120 {
+				f.update(func(tx *vfs.Tx) error {
+					at, err := tx.Resolve("/big", true)
+					if err != nil {
+						return err
+					}
+					for range 4 {
+						n := 64<<10 + rng.IntN(256<<10)
+						off := rng.IntN(size - n)
+						buf := data[off : off+n]
+						for j := range buf {
+							buf[j] = byte(rng.Uint32())
+						}
+						if _, err := tx.Write(at.Ino, int64(off), buf); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				_, ran, err := f.v.AutoGC()
+				if err != nil {
+					t.Fatalf("change %d: %v", i, err)
+				}
+				if ran {
+					runs++
+				}
+				peak = max(peak, vaultSize(t, path))
+			}
+			t.Logf("%s: %d collections, peak file %d MiB, bound %d MiB", engine, runs, peak>>20, bound>>20)
+			if peak > bound {
+				t.Errorf("file reached %d MiB, bound %d MiB", peak>>20, bound>>20)
+			}
+			if got := f.read("/big"); got != string(data) {
+				t.Fatal("the working state does not read what was written")
+			}
+			if got := readIn(t, f.v, "cp", "/big"); got != string(held) {
+				t.Fatal("the checkpoint does not read what it held")
+			}
+		})
+	}
+}
