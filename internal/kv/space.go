@@ -20,6 +20,11 @@ type Space struct {
 	// FreeBytes is room inside the file that holds no data: later writes
 	// reuse it, Reclaim or Rewrite give it back.
 	FreeBytes int64 `json:"free_bytes"`
+	// UsedBytes is the room that holds data as of the last commit, side
+	// files included: what the file would take with no free room. It
+	// grows with every write that needs new room, even one still in a
+	// log, where FileBytes may lag behind.
+	UsedBytes int64 `json:"used_bytes"`
 	// Incremental reports that Reclaim can give free room back a bounded
 	// piece at a time; otherwise only Rewrite can.
 	Incremental bool `json:"incremental"`

@@ -239,6 +239,7 @@ func (s *Session) mount() error {
 	if !o.ReadOnly {
 		s.v.SetKeepOrphans(true)
 		s.v.CacheReads() // the mount is the vault's only writer
+		st.gc = startCollector(s.v, logger)
 		if err := releaseOrphans(st); err != nil {
 			return err
 		}
@@ -378,6 +379,9 @@ func (s *Session) release() {
 		if err != nil && s.opts.Log != nil {
 			fmt.Fprintf(s.opts.Log, "avfs mount: releasing unlinked files: %v\n", err)
 		}
+	}
+	if s.st != nil {
+		s.st.gc.close()
 	}
 	if s.v != nil {
 		if err := s.v.Close(); err != nil && s.opts.Log != nil {

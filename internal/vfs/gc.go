@@ -262,7 +262,7 @@ func (v *Vault) Rewrite() (int64, error) {
 }
 
 // Automatic collection. Garbage takes room in a vault's file, so the
-// growth of the room in use (the file less its free room) since the last
+// growth of the room in use (kv.Space.UsedBytes) since the last
 // collection bounds the garbage a new one could find. The last collection
 // leaves what it saw under "M" "gcstat", for every process: AutoGC, called
 // after writes, costs a look at the engine's space and one read until the
@@ -273,7 +273,7 @@ func (v *Vault) Rewrite() (int64, error) {
 const metaGCStat = "gcstat"
 
 const (
-	autoGCGrowth = 16 << 20
+	autoGCGrowth = 8 << 20
 	// A file that cannot reclaim a piece at a time is rewritten once free
 	// room is both more than this and more than half the file.
 	rewriteFree = 32 << 20
@@ -340,4 +340,4 @@ func (v *Vault) AutoGC() (GCStats, bool, error) {
 	return st, true, storageErr("gc", v.Name(), err)
 }
 
-func used(sp kv.Space) int64 { return sp.FileBytes - sp.FreeBytes }
+func used(sp kv.Space) int64 { return sp.UsedBytes }

@@ -40,7 +40,13 @@ func (d *DB) Space() (kv.Space, error) {
 		sp.FileBytes = fi.Size()
 	}
 	sp.FreeBytes = int64(d.db.Stats().FreeAlloc)
-	return sp, nil
+	err := d.guard(func() error {
+		return d.db.View(func(tx *bbolt.Tx) error {
+			sp.UsedBytes = tx.Size() - sp.FreeBytes
+			return nil
+		})
+	})
+	return sp, wrapErr(d.path, "space", err)
 }
 
 // Reclaim implements kv.Reclaimer: bbolt has nothing incremental, so it

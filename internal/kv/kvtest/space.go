@@ -60,6 +60,11 @@ func testReclaim(t *testing.T, e kv.Engine) {
 			return nil
 		}))
 	}
+	full, err := r.Space()
+	must(t, err)
+	if full.UsedBytes < n*size {
+		t.Fatalf("holding %d MiB: used %d bytes", n*size>>20, full.UsedBytes)
+	}
 	must(t, e.Update(func(tx kv.Tx) error {
 		for j := 1; j < n; j++ {
 			if err := tx.Delete(fmt.Appendf(nil, "k%04d", j)); err != nil {
@@ -70,8 +75,9 @@ func testReclaim(t *testing.T, e kv.Engine) {
 	}))
 	sp, err := r.Space()
 	must(t, err)
-	if sp.FreeBytes < (n/2)*size {
-		t.Fatalf("after deleting %d MiB: free %d bytes", n*size>>20, sp.FreeBytes)
+	if sp.FreeBytes < (n/2)*size || sp.UsedBytes > full.UsedBytes-(n/2)*size {
+		t.Fatalf("after deleting %d MiB: free %d bytes, used %d (%d before)", n*size>>20,
+			sp.FreeBytes, sp.UsedBytes, full.UsedBytes)
 	}
 	// The file as the data first filled it: an engine with a log may
 	// hold the data there until a checkpoint, so the comparison is of the

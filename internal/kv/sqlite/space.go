@@ -87,6 +87,16 @@ func (c *conn) pages() (size, free, autoVacuum int64, err error) {
 	return size, free, autoVacuum, err
 }
 
+// usedPages is the pages of the database, log included, that hold data.
+func (c *conn) usedPages() (int64, error) {
+	n, err := c.pragmaInt("page_count")
+	if err != nil {
+		return 0, err
+	}
+	free, err := c.pragmaInt("freelist_count")
+	return n - free, err
+}
+
 // autoVacuumIncremental is PRAGMA auto_vacuum's value for INCREMENTAL.
 const autoVacuumIncremental = 2
 
@@ -110,10 +120,15 @@ func (db *DB) Space() (kv.Space, error) {
 	db.wmu.Lock()
 	defer db.wmu.Unlock()
 	size, free, av, err := db.w.pages()
+	var used int64
+	if err == nil {
+		used, err = db.w.usedPages()
+	}
 	if err != nil {
 		return kv.Space{}, wrapErr(db.path, "space", err)
 	}
-	return kv.Space{FileBytes: db.fileBytes(), FreeBytes: size * free, Incremental: av == autoVacuumIncremental}, nil
+	return kv.Space{FileBytes: db.fileBytes(), FreeBytes: size * free, UsedBytes: size * used,
+		Incremental: av == autoVacuumIncremental}, nil
 }
 
 // Reclaim implements kv.Reclaimer with PRAGMA incremental_vacuum: the
