@@ -164,3 +164,60 @@ func TestOverwriteLoopStaysBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestSpaceReport checks who the report says needs each chunk: the
+// working state, only a checkpoint, or nobody.
+func TestSpaceReport(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		rng := rand.New(rand.NewPCG(5, 6))
+		random := func(n int) string {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			return string(b)
+		}
+		a, b, c, d := random(100_000), random(70_000), random(30_000), random(5_000)
+		f.write("/a", a)
+		if _, err := f.v.SaveCheckpoint("cp", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.write("/a", b)
+		f.write("/c", c)
+		f.write("/c", d)
+		zero := uint64(0)
+		f.update(func(tx *vfs.Tx) error {
+			_, err := tx.SetAttr(mustIno(t, tx, "/a"), vfs.SetAttr{Size: &zero})
+			return err
+		})
+		f.write("/a", b) // a new generation, mapping the chunks of b again
+		sp, err := f.v.Space()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := vfs.SpaceReport{LiveBytes: int64(len(b) + len(d)), CheckpointBytes: int64(len(a)),
+			GarbageBytes: int64(len(c)), FreeBytes: sp.FreeBytes, FileBytes: sp.FileBytes}
+		if sp != want {
+			t.Fatalf("space = %+v, want %+v", sp, want)
+		}
+		if engine != "mem" && sp.FileBytes == 0 {
+			t.Fatal("no file size")
+		}
+		if _, err := f.v.GC(); err != nil {
+			t.Fatal(err)
+		}
+		if sp, err = f.v.Space(); err != nil || sp.GarbageBytes != 0 || sp.CheckpointBytes != int64(len(a)) {
+			t.Fatalf("after gc: %+v, %v", sp, err)
+		}
+	})
+}
+
+func mustIno(t *testing.T, tx *vfs.Tx, p string) vfs.Ino {
+	t.Helper()
+	at, err := tx.Resolve(p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at.Ino
+}
