@@ -70,6 +70,9 @@ if such a write fails half-way, the file holds what was written so far.`,
 			}
 			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
 				r, err := a.writeStream(v, clean, src, appendFlag)
+				if err == nil {
+					collectAfterWrite(v)
+				}
 				return r, withPath(err, clean)
 			})
 		}),

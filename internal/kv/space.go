@@ -72,3 +72,20 @@ func ScanSizes(tx Tx, start, end []byte, fn func(key []byte, size int) (bool, er
 	}
 	return tx.Scan(start, end, func(k, v []byte) (bool, error) { return fn(k, len(v)) })
 }
+
+// KeyScanner is implemented by transactions that can list keys without
+// their values: SQLite answers from the key index alone, so listing a
+// vault's chunks neither reads their pages nor fills a cache with them.
+type KeyScanner interface {
+	// ScanKeys is Scan without the values.
+	ScanKeys(start, end []byte, fn func(key []byte) (bool, error)) error
+}
+
+// ScanKeys lists the keys in tx, through KeyScanner when tx implements it
+// and through Scan otherwise.
+func ScanKeys(tx Tx, start, end []byte, fn func(key []byte) (bool, error)) error {
+	if s, ok := tx.(KeyScanner); ok {
+		return s.ScanKeys(start, end, fn)
+	}
+	return tx.Scan(start, end, func(k, _ []byte) (bool, error) { return fn(k) })
+}

@@ -52,15 +52,13 @@ type GCStats struct {
 	// BytesReclaimed is how much smaller the file became: freed room the
 	// engine gave back to the host.
 	BytesReclaimed int64 `json:"bytes_reclaimed"`
-	// KeptBytes is the size of the chunks kept.
-	KeptBytes int64 `json:"bytes_kept"`
 }
 
 func (s *GCStats) add(o GCStats) {
 	s.ChunksFreed += o.ChunksFreed
 	s.BytesFreed += o.BytesFreed
 	s.BytesReclaimed += o.BytesReclaimed
-	s.ChunksKept, s.KeptBytes = o.ChunksKept, o.KeptBytes
+	s.ChunksKept = o.ChunksKept
 }
 
 // gcAfterMark, when set (tests), runs between the mark and the sweep.
@@ -104,15 +102,29 @@ func (v *Vault) collect() (st GCStats, raced bool, err error) {
 			return err
 		}
 		cp := []byte{prefixChunk}
-		return kv.ScanSizes(kt, cp, kv.PrefixEnd(cp), func(k []byte, n int) (bool, error) {
+		err = kv.ScanKeys(kt, cp, kv.PrefixEnd(cp), func(k []byte) (bool, error) {
 			if len(k) == 1+sha256.Size && live[[sha256.Size]byte(k[1:])] {
 				st.ChunksKept++
-				st.KeptBytes += int64(n)
 			} else {
-				dead = append(dead, deadChunk{slices.Clone(k), n})
+				dead = append(dead, deadChunk{key: slices.Clone(k)})
 			}
 			return true, nil
 		})
+		if err != nil {
+			return err
+		}
+		// Sizes of the dead only: the live chunks' pages stay unread.
+		for i := range dead {
+			k := dead[i].key
+			err := kv.ScanSizes(kt, k, append(slices.Clone(k), 0), func(_ []byte, n int) (bool, error) {
+				dead[i].size = n
+				return false, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil || raced {
 		return st, raced, err
@@ -203,7 +215,28 @@ func (v *Vault) GC() (GCStats, error) {
 	}
 	n, err := v.Reclaim()
 	st.BytesReclaimed += n
-	return st, err
+	if err != nil {
+		return st, err
+	}
+	return st, v.recordGC()
+}
+
+// recordGC leaves what a collection saw for AutoGC (metaGCStat).
+func (v *Vault) recordGC() error {
+	sp, ok := v.eng.(kv.Spacer)
+	if !ok {
+		return nil
+	}
+	space, err := sp.Space()
+	if errors.Is(err, kv.ErrNoReclaim) {
+		return nil
+	}
+	if err != nil {
+		return storageErr("gc", v.Name(), err)
+	}
+	rec, _ := json.Marshal(gcStat{UsedBytes: space.UsedBytes})
+	err = v.eng.Update(func(kt kv.Tx) error { return kt.Put(metaKey(metaGCStat), rec) })
+	return storageErr("gc", v.Name(), err)
 }
 
 // reclaimStep bounds the room one reclaim transaction gives back.
@@ -258,7 +291,7 @@ func (v *Vault) Rewrite() (int64, error) {
 	if err != nil {
 		return 0, storageErr("rewrite", v.Name(), err)
 	}
-	return before.FileBytes - after.FileBytes, nil
+	return max(0, before.FileBytes-after.FileBytes), nil
 }
 
 // Automatic collection. Garbage takes room in a vault's file, so the
@@ -266,8 +299,8 @@ func (v *Vault) Rewrite() (int64, error) {
 // collection bounds the garbage a new one could find. The last collection
 // leaves what it saw under "M" "gcstat", for every process: AutoGC, called
 // after writes, costs a look at the engine's space and one read until the
-// room in use has grown by autoGCGrowth or by half of the chunk bytes the
-// last collection kept, whichever is more. The file then stays within
+// room in use has grown by autoGCGrowth or by half of what was in use
+// after the last collection, whichever is more. The file then stays within
 // about 1.5 times its live data, plus autoGCGrowth, plus what the engine
 // keeps besides (a SQLite log of up to 64 MiB, bbolt's 16 MiB steps).
 const metaGCStat = "gcstat"
@@ -282,7 +315,6 @@ const (
 // gcStat is the record of the last collection.
 type gcStat struct {
 	UsedBytes int64 `json:"used_bytes"` // the room in use after it
-	KeptBytes int64 `json:"kept_bytes"` // the chunk bytes it kept
 }
 
 // AutoGC collects garbage and gives room back when the file has grown
@@ -315,7 +347,7 @@ func (v *Vault) AutoGC() (GCStats, bool, error) {
 	if err != nil {
 		return GCStats{}, false, storageErr("gc", v.Name(), err)
 	}
-	if used(space) < last.UsedBytes+max(autoGCGrowth, last.KeptBytes/2) {
+	if space.UsedBytes < last.UsedBytes+max(autoGCGrowth, last.UsedBytes/2) {
 		return GCStats{}, false, nil
 	}
 	st, err := v.GC()
@@ -331,13 +363,7 @@ func (v *Vault) AutoGC() (GCStats, bool, error) {
 		if err != nil {
 			return st, true, err
 		}
-		if space, err = sp.Space(); err != nil {
-			return st, true, storageErr("gc", v.Name(), err)
-		}
+		return st, true, v.recordGC()
 	}
-	rec, _ := json.Marshal(gcStat{UsedBytes: used(space), KeptBytes: st.KeptBytes})
-	err = v.eng.Update(func(kt kv.Tx) error { return kt.Put(metaKey(metaGCStat), rec) })
-	return st, true, storageErr("gc", v.Name(), err)
+	return st, true, nil
 }
-
-func used(sp kv.Space) int64 { return sp.UsedBytes }

@@ -221,3 +221,46 @@ func mustIno(t *testing.T, tx *vfs.Tx, p string) vfs.Ino {
 	}
 	return at.Ino
 }
+
+// TestCompactLetsGoOfHiddenChunks checks that merging a deleted
+// checkpoint's layer into the working state does not carry over chunk
+// maps the working state cannot see (a file rewritten since, a file
+// removed since), which would keep their chunks from collection forever.
+func TestCompactLetsGoOfHiddenChunks(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		f.write("/rewritten", "old content")
+		f.write("/removed", "removed content")
+		f.update(func(tx *vfs.Tx) error {
+			return tx.SetXattr(mustIno(t, tx, "/removed"), "user.k", []byte("v"), 0)
+		})
+		if _, err := f.v.SaveCheckpoint("cp", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.write("/rewritten", "new content")
+		f.update(func(tx *vfs.Tx) error { return tx.Unlink(vfs.RootIno, "removed") })
+		if err := f.v.DeleteCheckpoint("cp"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.v.Compact(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := f.v.GC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ChunksFreed != 2 || st.ChunksKept != 1 {
+			t.Fatalf("gc after compact = %+v, want 2 freed, 1 kept", st)
+		}
+		sp, err := f.v.Space()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.CheckpointBytes != 0 || sp.GarbageBytes != 0 || sp.LiveBytes != int64(len("new content")) {
+			t.Fatalf("space after compact and gc: %+v", sp)
+		}
+		if got := f.read("/rewritten"); got != "new content" {
+			t.Fatalf("/rewritten reads %q", got)
+		}
+	})
+}

@@ -43,11 +43,29 @@ func (h *handle) Reclaim(limit int64) (int64, error) {
 
 // Rewrite implements kv.Reclaimer for engines that do; for the others it
 // returns an error wrapping kv.ErrNoReclaim. The engine is shared: every
-// handle on the file waits for it.
+// handle on the file waits for it. A rewrite that put a new file in place
+// of the old one (bbolt) moves the engine to the new file's identity, so
+// later Opens of the path share it again. (The registry's lock is not
+// held across the rewrite: a transaction of the engine may open a fork's
+// parent, and would wait for it.)
 func (h *handle) Rewrite() error {
 	r, err := h.reclaimer()
 	if err != nil {
 		return err
 	}
-	return r.Rewrite()
+	if err := r.Rewrite(); err != nil {
+		return err
+	}
+	id, err := fileID(h.s.eng.Path())
+	if err != nil {
+		return err
+	}
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	if id != h.s.id && reg.open[h.s.id] == h.s {
+		delete(reg.open, h.s.id)
+		h.s.id = id
+		reg.open[id] = h.s
+	}
+	return nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // testScanSizes checks that kv.ScanSizes lists what Scan lists, with the
-// length of each value.
+// length of each value, and kv.ScanKeys the keys.
 func testScanSizes(t *testing.T, e kv.Engine) {
 	put(t, e, "a", "", "b", "12345", "c", string(make([]byte, 70000)), "d", "x")
 	var got []string
@@ -23,6 +23,16 @@ func testScanSizes(t *testing.T, e kv.Engine) {
 	}))
 	if want := "[a=0 b=5 c=70000]"; fmt.Sprint(got) != want {
 		t.Fatalf("ScanSizes = %v, want %v", got, want)
+	}
+	got = nil
+	must(t, e.View(func(tx kv.Tx) error {
+		return kv.ScanKeys(tx, []byte("b"), nil, func(k []byte) (bool, error) {
+			got = append(got, string(k))
+			return true, nil
+		})
+	}))
+	if want := "[b c d]"; fmt.Sprint(got) != want {
+		t.Fatalf("ScanKeys = %v, want %v", got, want)
 	}
 }
 

@@ -22,22 +22,44 @@ import (
 const (
 	sqlScanSizesFrom  = `SELECT k, length(v) FROM kv WHERE k >= ?1 ORDER BY k`
 	sqlScanSizesRange = `SELECT k, length(v) FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k`
+	sqlScanKeysFrom   = `SELECT k FROM kv WHERE k >= ?1 ORDER BY k`
+	sqlScanKeysRange  = `SELECT k FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k`
 )
 
 var (
 	_ kv.Reclaimer   = (*DB)(nil)
 	_ kv.SizeScanner = (*tx)(nil)
+	_ kv.KeyScanner  = (*tx)(nil)
 )
 
 // ScanSizes implements kv.SizeScanner. length() of a blob reads the
 // record's header only, never its overflow pages.
 func (t *tx) ScanSizes(start, end []byte, fn func(key []byte, size int) (bool, error)) (err error) {
-	if t.done {
-		return errTxDone
-	}
 	sql := sqlScanSizesFrom
 	if end != nil {
 		sql = sqlScanSizesRange
+	}
+	return t.scanWith(sql, start, end, func(s *sqlite3.Stmt) (bool, error) {
+		return fn(s.ColumnRawBlob(0), s.ColumnInt(1))
+	})
+}
+
+// ScanKeys implements kv.KeyScanner from the key index alone.
+func (t *tx) ScanKeys(start, end []byte, fn func(key []byte) (bool, error)) (err error) {
+	sql := sqlScanKeysFrom
+	if end != nil {
+		sql = sqlScanKeysRange
+	}
+	return t.scanWith(sql, start, end, func(s *sqlite3.Stmt) (bool, error) {
+		return fn(s.ColumnRawBlob(0))
+	})
+}
+
+// scanWith runs a range query of its own statement, calling row for each
+// row.
+func (t *tx) scanWith(sql string, start, end []byte, row func(*sqlite3.Stmt) (bool, error)) (err error) {
+	if t.done {
+		return errTxDone
 	}
 	s, _, err := t.c.c.Prepare(sql)
 	if err != nil {
@@ -55,7 +77,7 @@ func (t *tx) ScanSizes(start, end []byte, fn func(key []byte, size int) (bool, e
 		}
 	}
 	for s.Step() {
-		more, err := fn(s.ColumnRawBlob(0), s.ColumnInt(1))
+		more, err := row(s)
 		if err != nil || !more {
 			return err
 		}
