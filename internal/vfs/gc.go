@@ -38,7 +38,6 @@ import (
 // sweep stops at its next step, before it could delete the chunk, and
 // the next collection starts over. A crash at any point leaves either a
 // marker (harmless: the next collection replaces it) or nothing.
-const metaGC = "gc"
 
 // sweepStep bounds the chunks one sweep transaction deletes: about 2 ms
 // of a writer's wait on SQLite.
@@ -88,7 +87,13 @@ type deadChunk struct {
 func (v *Vault) collect() (st GCStats, raced bool, err error) {
 	token := make([]byte, 16)
 	_, _ = rand.Read(token)
-	if err := v.eng.Update(func(kt kv.Tx) error { return kt.Put(metaKey(metaGC), token) }); err != nil {
+	err = v.eng.Update(func(kt kv.Tx) error {
+		if err := requireFeature(kt, featureGCMarker); err != nil {
+			return err
+		}
+		return kt.Put(metaKey(metaGC), token)
+	})
+	if err != nil {
 		return st, false, err
 	}
 	var dead []deadChunk
@@ -170,6 +175,25 @@ func (v *Vault) collect() (st GCStats, raced bool, err error) {
 		}
 	}
 	return st, false, nil
+}
+
+// requireFeature adds feature to the header's features, if it is not
+// there: builds that do not know it refuse the vault from then on.
+func requireFeature(kt kv.Tx, feature string) error {
+	b, err := kt.Get([]byte(headerKey))
+	if err != nil {
+		return corruptf("header: %v", err)
+	}
+	var h Header
+	if err := json.Unmarshal(b, &h); err != nil {
+		return corruptf("header: %v", err)
+	}
+	if slices.Contains(h.Features, feature) {
+		return nil
+	}
+	h.Features = append(h.Features, feature)
+	nb, _ := json.Marshal(h)
+	return kt.Put([]byte(headerKey), nb)
 }
 
 // holds reports whether the marker holds token.
@@ -303,7 +327,6 @@ func (v *Vault) Rewrite() (int64, error) {
 // after the last collection, whichever is more. The file then stays within
 // about 1.5 times its live data, plus autoGCGrowth, plus what the engine
 // keeps besides (a SQLite log of up to 64 MiB, bbolt's 16 MiB steps).
-const metaGCStat = "gcstat"
 
 const (
 	autoGCGrowth = 8 << 20

@@ -2,11 +2,14 @@ package vfs_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 
+	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -263,4 +266,43 @@ func TestCompactLetsGoOfHiddenChunks(t *testing.T) {
 			t.Fatalf("/rewritten reads %q", got)
 		}
 	})
+}
+
+// TestGCMarksOlderVaults checks that a vault made before writes told
+// collections about reused chunks gets the format feature that keeps the
+// builds of then from writing to it, once it is collected.
+func TestGCMarksOlderVaults(t *testing.T) {
+	f := newVault(t, "sqlite")
+	old := f.v.Header()
+	old.Features = slices.DeleteFunc(slices.Clone(old.Features), func(s string) bool { return s == "gc-marker" })
+	b, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.v.Engine().Update(func(tx kv.Tx) error { return tx.Put([]byte("\x00avfs"), b) }); err != nil {
+		t.Fatal(err)
+	}
+	features := func() []string {
+		var h vfs.Header
+		err := f.v.Engine().View(func(tx kv.Tx) error {
+			b, err := tx.Get([]byte("\x00avfs"))
+			if err == nil {
+				err = json.Unmarshal(b, &h)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Features
+	}
+	if slices.Contains(features(), "gc-marker") {
+		t.Fatal("the old header still has the feature")
+	}
+	if _, err := f.v.GC(); err != nil {
+		t.Fatal(err)
+	}
+	if got := features(); !slices.Contains(got, "gc-marker") {
+		t.Fatalf("features after gc: %q", got)
+	}
 }

@@ -23,7 +23,15 @@ const Magic = "avfs-vault"
 
 // knownFeatures are the format features this build understands. A vault
 // that requires any other feature is refused, never misread.
-var knownFeatures = []string{"layers", "chunks-sha256-64k"}
+//
+// "gc-marker": writes that reuse a stored chunk delete the collection
+// marker (gc.go). A build without it would not, and could map a chunk
+// that a collection in progress then frees; the first collection adds
+// the feature to a vault made before, so such builds refuse it from then
+// on.
+var knownFeatures = []string{"layers", "chunks-sha256-64k", featureGCMarker}
+
+const featureGCMarker = "gc-marker"
 
 // ChunkSize is the fixed size of a file data chunk.
 const ChunkSize = 64 << 10
