@@ -90,6 +90,9 @@ type Options struct {
 	// IdleTimeout, when positive, ends the mount once it has served no
 	// request for that long and nothing holds it (idle.go).
 	IdleTimeout time.Duration
+	// NoGC turns off the background garbage collection (gc.go): the
+	// benchmark's baseline for what it costs.
+	NoGC bool
 }
 
 // Session is one mount of a vault.
@@ -239,7 +242,9 @@ func (s *Session) mount() error {
 	if !o.ReadOnly {
 		s.v.SetKeepOrphans(true)
 		s.v.CacheReads() // the mount is the vault's only writer
-		st.gc = startCollector(s.v, logger)
+		if !o.NoGC {
+			st.gc = startCollector(s.v, logger)
+		}
 		if err := releaseOrphans(st); err != nil {
 			return err
 		}
