@@ -3,6 +3,7 @@ package vfs_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -304,5 +305,92 @@ func TestGCMarksOlderVaults(t *testing.T) {
 	}
 	if got := features(); !slices.Contains(got, "gc-marker") {
 		t.Fatalf("features after gc: %q", got)
+	}
+}
+
+// crashAt is an engine whose write transactions after the first n are
+// lost as in a crash just before their commit: each runs, then rolls
+// back.
+type crashAt struct {
+	kv.Engine
+	n int
+}
+
+var errCrash = errors.New("crash before commit")
+
+func (c *crashAt) Update(fn func(kv.Tx) error) error {
+	if c.n == 0 {
+		return c.Engine.Update(func(tx kv.Tx) error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return errCrash
+		})
+	}
+	c.n--
+	return c.Engine.Update(fn)
+}
+
+// TestGCStoppedAtEveryStep stops a collection at each of its
+// transactions in turn, as a crash there would: every time, the vault
+// passes fsck and reads the same, and the next collection frees all the
+// garbage.
+func TestGCStoppedAtEveryStep(t *testing.T) {
+	for n := 0; ; n++ {
+		f := newVault(t, "sqlite")
+		f.write("/held", "held by a checkpoint")
+		if _, err := f.v.SaveCheckpoint("cp", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.write("/held", "live")
+		f.update(func(tx *vfs.Tx) error {
+			for i := range 600 {
+				if _, err := tx.WriteFile(fmt.Sprintf("/g%d", i), fmt.Appendf(nil, "garbage %d", i), 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		f.update(func(tx *vfs.Tx) error {
+			for i := range 600 {
+				if err := tx.Unlink(vfs.RootIno, fmt.Sprintf("g%d", i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		crashing, err := vfs.Open(&crashAt{Engine: f.v.Engine(), n: n}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = crashing.GC()
+		stopped := errors.Is(err, errCrash)
+		if err != nil && !stopped {
+			t.Fatalf("stopped after %d transactions: %v", n, err)
+		}
+		checkFsck(t, f.v)
+		if got := f.read("/held"); got != "live" {
+			t.Fatalf("stopped after %d transactions: /held reads %q", n, got)
+		}
+		if got := readIn(t, f.v, "cp", "/held"); got != "held by a checkpoint" {
+			t.Fatalf("stopped after %d transactions: the checkpoint reads %q", n, got)
+		}
+		if _, err := f.v.GC(); err != nil {
+			t.Fatal(err)
+		}
+		sp, err := f.v.Space()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.GarbageBytes != 0 {
+			t.Fatalf("stopped after %d transactions, then collected: %d bytes of garbage left", n, sp.GarbageBytes)
+		}
+		if !stopped {
+			t.Logf("a collection of 600 chunks is %d transactions", n)
+			return
+		}
+		if n > 20 {
+			t.Fatal("a collection of 600 chunks took more than 20 transactions")
+		}
 	}
 }
