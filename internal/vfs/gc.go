@@ -26,7 +26,8 @@ import (
 //
 //  1. a write transaction stores a fresh token under the marker "M" "gc";
 //  2. a read transaction, which a writer never waits for, lists the chunks
-//     no chunk map names (sizes only, no data read);
+//     no chunk map names (keys from the key index, then the sizes of the
+//     dead ones; no data read);
 //  3. write transactions of at most sweepStep chunks each delete them,
 //     each first checking that the marker still holds the token; the last
 //     deletes the marker.
@@ -39,8 +40,8 @@ import (
 // the next collection starts over. A crash at any point leaves either a
 // marker (harmless: the next collection replaces it) or nothing.
 
-// sweepStep bounds the chunks one sweep transaction deletes: about 2 ms
-// of a writer's wait on SQLite.
+// sweepStep bounds the chunks one sweep transaction deletes, and so how
+// long a writer may wait for one.
 const sweepStep = 256
 
 // GCStats says what garbage collection freed.
