@@ -71,6 +71,8 @@ func Growth(cfg Config, engine string, reps int) error {
 		rng(func(r growthRun) float64 { return r.gcTotal.Seconds() * 1e3 }, "ms", 0),
 		rng(func(r growthRun) float64 { return 100 * r.gcTotal.Seconds() / r.loop.Seconds() }, "%", 1),
 		rng(func(r growthRun) float64 { return r.gcMax.Seconds() * 1e3 }, "ms", 1))
+	fmt.Fprintf(w, "  %-34s %s (what a writer may wait for it)\n", "longest write step of a collection",
+		rng(func(r growthRun) float64 { return r.stepMax.Seconds() * 1e3 }, "ms", 1))
 	return nil
 }
 
@@ -79,6 +81,7 @@ type growthRun struct {
 	peak, final, bound   int64
 	live, held, freed    int64
 	loop, gcTotal, gcMax time.Duration
+	stepMax              time.Duration
 	gcRuns               int
 }
 
@@ -204,7 +207,7 @@ func growthOnce(dir, bin, engine string, seed uint64, gc bool) (run growthRun, e
 }
 
 // readGCLog adds up the mount's collection lines: "gc: freed N chunks
-// (B bytes), kept K, gave back R bytes in T ms".
+// (B bytes), kept K, gave back R bytes in T ms, longest step S ms".
 func readGCLog(path string, run *growthRun) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -220,15 +223,16 @@ func readGCLog(path string, run *growthRun) error {
 		}
 		var chunks, kept int
 		var freed, back int64
-		var ms float64
-		if _, err := fmt.Sscanf(line[i:], "gc: freed %d chunks (%d bytes), kept %d, gave back %d bytes in %f ms",
-			&chunks, &freed, &kept, &back, &ms); err != nil {
+		var ms, stepMS float64
+		if _, err := fmt.Sscanf(line[i:], "gc: freed %d chunks (%d bytes), kept %d, gave back %d bytes in %f ms, longest step %f ms",
+			&chunks, &freed, &kept, &back, &ms, &stepMS); err != nil {
 			return fmt.Errorf("mount log line %q: %w", line, err)
 		}
 		d := time.Duration(ms * 1e6)
 		run.gcRuns++
 		run.gcTotal += d
 		run.gcMax = max(run.gcMax, d)
+		run.stepMax = max(run.stepMax, time.Duration(stepMS*1e6))
 		run.freed += freed
 	}
 	return sc.Err()

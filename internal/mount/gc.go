@@ -72,9 +72,9 @@ func (c *collector) run() {
 			c.logger.Printf("gc: %v", err)
 		case ran:
 			// The benchmark reads these lines for the cost of the work.
-			c.logger.Printf("gc: freed %d chunks (%d bytes), kept %d, gave back %d bytes in %.1f ms",
+			c.logger.Printf("gc: freed %d chunks (%d bytes), kept %d, gave back %d bytes in %.1f ms, longest step %.1f ms",
 				st.ChunksFreed, st.BytesFreed, st.ChunksKept, st.BytesReclaimed,
-				float64(time.Since(start))/1e6)
+				float64(time.Since(start))/1e6, float64(st.LongestStep)/1e6)
 		}
 	}
 }

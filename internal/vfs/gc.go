@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
@@ -52,6 +53,17 @@ type GCStats struct {
 	// BytesReclaimed is how much smaller the file became: freed room the
 	// engine gave back to the host.
 	BytesReclaimed int64 `json:"bytes_reclaimed"`
+	// LongestStep is the longest of its write transactions: the longest
+	// a writer beside it may have waited (the mount logs it).
+	LongestStep time.Duration `json:"-"`
+}
+
+// timed runs a write step and keeps its duration in LongestStep.
+func (s *GCStats) timed(fn func() error) error {
+	start := time.Now()
+	err := fn()
+	s.LongestStep = max(s.LongestStep, time.Since(start))
+	return err
 }
 
 func (s *GCStats) add(o GCStats) {
@@ -59,6 +71,7 @@ func (s *GCStats) add(o GCStats) {
 	s.BytesFreed += o.BytesFreed
 	s.BytesReclaimed += o.BytesReclaimed
 	s.ChunksKept = o.ChunksKept
+	s.LongestStep = max(s.LongestStep, o.LongestStep)
 }
 
 // gcAfterMark, when set (tests), runs between the mark and the sweep.
@@ -88,11 +101,13 @@ type deadChunk struct {
 func (v *Vault) collect() (st GCStats, raced bool, err error) {
 	token := make([]byte, 16)
 	_, _ = rand.Read(token)
-	err = v.eng.Update(func(kt kv.Tx) error {
-		if err := requireFeature(kt, featureGCMarker); err != nil {
-			return err
-		}
-		return kt.Put(metaKey(metaGC), token)
+	err = st.timed(func() error {
+		return v.eng.Update(func(kt kv.Tx) error {
+			if err := requireFeature(kt, featureGCMarker); err != nil {
+				return err
+			}
+			return kt.Put(metaKey(metaGC), token)
+		})
 	})
 	if err != nil {
 		return st, false, err
@@ -142,23 +157,25 @@ func (v *Vault) collect() (st GCStats, raced bool, err error) {
 		n := min(len(dead), sweepStep)
 		step := dead[:n]
 		last := n == len(dead)
-		err := v.eng.Update(func(kt kv.Tx) error {
-			ok, err := holds(kt, token)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return errGCRaced
-			}
-			for _, c := range step {
-				if err := kt.Delete(c.key); err != nil {
+		err := st.timed(func() error {
+			return v.eng.Update(func(kt kv.Tx) error {
+				ok, err := holds(kt, token)
+				if err != nil {
 					return err
 				}
-			}
-			if last {
-				return kt.Delete(metaKey(metaGC))
-			}
-			return nil
+				if !ok {
+					return errGCRaced
+				}
+				for _, c := range step {
+					if err := kt.Delete(c.key); err != nil {
+						return err
+					}
+				}
+				if last {
+					return kt.Delete(metaKey(metaGC))
+				}
+				return nil
+			})
 		})
 		if errors.Is(err, errGCRaced) {
 			return st, true, nil
@@ -238,8 +255,9 @@ func (v *Vault) GC() (GCStats, error) {
 			break
 		}
 	}
-	n, err := v.Reclaim()
+	n, longest, err := v.reclaim()
 	st.BytesReclaimed += n
+	st.LongestStep = max(st.LongestStep, longest)
 	if err != nil {
 		return st, err
 	}
@@ -272,22 +290,29 @@ const reclaimStep = 16 << 20
 // engine that cannot do it a piece at a time gives nothing here (see
 // Rewrite).
 func (v *Vault) Reclaim() (int64, error) {
+	n, _, err := v.reclaim()
+	return n, err
+}
+
+// reclaim is Reclaim, also returning its longest step.
+func (v *Vault) reclaim() (total int64, longest time.Duration, err error) {
 	r, ok := v.eng.(kv.Reclaimer)
 	if !ok {
-		return 0, nil
+		return 0, 0, nil
 	}
-	var total int64
 	for {
+		start := time.Now()
 		n, err := r.Reclaim(reclaimStep)
+		longest = max(longest, time.Since(start))
 		total += n
 		if errors.Is(err, kv.ErrNoReclaim) {
-			return total, nil
+			return total, longest, nil
 		}
 		if err != nil {
-			return total, storageErr("gc", v.Name(), err)
+			return total, longest, storageErr("gc", v.Name(), err)
 		}
 		if n == 0 {
-			return total, nil
+			return total, longest, nil
 		}
 	}
 }
@@ -382,7 +407,11 @@ func (v *Vault) AutoGC() (GCStats, bool, error) {
 		return st, true, storageErr("gc", v.Name(), err)
 	}
 	if !space.Incremental && space.FreeBytes > rewriteFree && space.FreeBytes > space.FileBytes/2 {
-		n, err := v.Rewrite()
+		var n int64
+		err := st.timed(func() (err error) {
+			n, err = v.Rewrite()
+			return err
+		})
 		st.BytesReclaimed += n
 		if err != nil {
 			return st, true, err
