@@ -112,6 +112,19 @@ func growthOnce(dir, bin, engine string, seed uint64, gc bool) (run growthRun, e
 	if _, err := avfs("vault", "create", "g", "--backend", engine); err != nil {
 		return run, err
 	}
+	// The first version goes in and into a checkpoint before the mount
+	// (a bbolt vault is open in one process at a time).
+	const fileSize = 4 << 20
+	src := filepath.Join(work, "first")
+	if err := os.WriteFile(src, randomBytes(seed+1, fileSize), 0o644); err != nil {
+		return run, err
+	}
+	if _, err := avfs("import", src, "/big", "--vault", "g"); err != nil {
+		return run, err
+	}
+	if _, err := avfs("checkpoint", "save", "first", "--vault", "g"); err != nil {
+		return run, err
+	}
 	if _, err := avfs("mount", "g", mnt, "--json"); err != nil {
 		return run, err
 	}
@@ -131,16 +144,7 @@ func growthOnce(dir, bin, engine string, seed uint64, gc bool) (run growthRun, e
 		}
 		return n
 	}
-
-	const fileSize = 4 << 20
-	data := randomBytes(seed+1, fileSize)
 	p := filepath.Join(mnt, "big")
-	if err := writeSync(p, data); err != nil {
-		return run, err
-	}
-	if _, err := avfs("checkpoint", "save", "first", "--vault", "g"); err != nil {
-		return run, err
-	}
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		return run, err

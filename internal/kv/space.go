@@ -49,9 +49,8 @@ type Reclaimer interface {
 	// Rewrite copies the live data into a new file that replaces the old
 	// one, so that it holds no free room, and switches the file to
 	// incremental reclaim where the engine has it. It holds the engine's
-	// write lock, and blocks every transaction of this handle, for as long
-	// as the copy takes: O(file). It must not be called inside View or
-	// Update.
+	// write lock for as long as the copy takes, O(file): writers wait,
+	// readers go on. It must not be called inside View or Update.
 	Rewrite() error
 }
 

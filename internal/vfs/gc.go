@@ -318,8 +318,7 @@ func (v *Vault) reclaim() (total int64, longest time.Duration, err error) {
 }
 
 // Rewrite copies the vault's file into a new one without free room
-// (kv.Reclaimer.Rewrite): every transaction of this Vault waits for it,
-// O(file). It is the only way a bbolt file, or a SQLite file made before
+// (kv.Reclaimer.Rewrite): writers wait for it, O(file). It is the only way a bbolt file, or a SQLite file made before
 // incremental reclaim, shrinks; a SQLite file is incremental after it.
 // It returns the bytes the file shrank by.
 func (v *Vault) Rewrite() (int64, error) {

@@ -65,9 +65,10 @@ type DB struct {
 	db   *bbolt.DB
 	path string
 	opts *Options
-	// swap is held shared by every transaction and exclusively by
-	// Rewrite, which replaces db.
-	swap sync.RWMutex
+	// wmu is held by write transactions and by Rewrite, which copies db
+	// into a new file and replaces it (under mu): readers go on on the
+	// old one meanwhile, and it closes once they ended.
+	wmu sync.Mutex
 
 	mu      sync.Mutex
 	closed  bool
@@ -181,6 +182,13 @@ func (d *DB) guard(f func() error) (err error) {
 	return f()
 }
 
+// bolt is the file's current bbolt handle.
+func (d *DB) bolt() *bbolt.DB {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.db
+}
+
 // Name implements kv.Engine.
 func (d *DB) Name() string { return Name }
 
@@ -208,7 +216,7 @@ func (d *DB) Close() error {
 	d.closed = true
 	d.mu.Unlock()
 	d.running.Wait()
-	return wrapErr(d.path, "close", d.db.Close())
+	return wrapErr(d.path, "close", d.bolt().Close())
 }
 
 // View implements kv.Engine.
@@ -226,15 +234,18 @@ func (d *DB) run(write bool, fn func(kv.Tx) error) error {
 		return err
 	}
 	defer d.running.Done()
-	d.swap.RLock()
-	defer d.swap.RUnlock()
+	if write {
+		d.wmu.Lock()
+		defer d.wmu.Unlock()
+	}
+	db := d.bolt()
 	// Faults in the map become panics for the whole transaction, which the
 	// tx methods then turn into errors (goroutine-local, restored after).
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 
 	var btx *bbolt.Tx
 	err := d.guard(func() (err error) {
-		btx, err = d.db.Begin(write)
+		btx, err = db.Begin(write)
 		return err
 	})
 	if err != nil {

@@ -33,15 +33,14 @@ func (d *DB) Space() (kv.Space, error) {
 		return kv.Space{}, err
 	}
 	defer d.running.Done()
-	d.swap.RLock()
-	defer d.swap.RUnlock()
+	db := d.bolt()
 	var sp kv.Space
 	if fi, err := os.Stat(d.path); err == nil {
 		sp.FileBytes = fi.Size()
 	}
-	sp.FreeBytes = int64(d.db.Stats().FreeAlloc)
+	sp.FreeBytes = int64(db.Stats().FreeAlloc)
 	err := d.guard(func() error {
-		return d.db.View(func(tx *bbolt.Tx) error {
+		return db.View(func(tx *bbolt.Tx) error {
 			sp.UsedBytes = tx.Size() - sp.FreeBytes
 			return nil
 		})
@@ -59,14 +58,15 @@ func (d *DB) Reclaim(int64) (int64, error) {
 	return 0, nil
 }
 
-// Rewrite implements kv.Reclaimer by compaction into a new file.
+// Rewrite implements kv.Reclaimer by compaction into a new file. Writers
+// wait for it; readers do not.
 func (d *DB) Rewrite() error {
 	if err := d.enter(); err != nil {
 		return err
 	}
 	defer d.running.Done()
-	d.swap.Lock()
-	defer d.swap.Unlock()
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
 	tmp := d.path + ".rewrite"
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return wrapErr(d.path, "rewrite", err)
@@ -79,7 +79,7 @@ func (d *DB) Rewrite() error {
 		if dst, err = bbolt.Open(tmp, fsutil.FileMode, boltOptions(d.opts)); err != nil {
 			return err
 		}
-		return bbolt.Compact(dst, d.db, rewriteTxSize)
+		return bbolt.Compact(dst, d.bolt(), rewriteTxSize)
 	})
 	if err == nil {
 		err = dst.Sync()
@@ -96,7 +96,10 @@ func (d *DB) Rewrite() error {
 	}
 	// From the rename on, the path names the new file: use it whatever
 	// follows.
+	d.mu.Lock()
 	old := d.db
 	d.db = dst
+	d.mu.Unlock()
+	// Close waits for the reads still running on the old file.
 	return wrapErr(d.path, "rewrite", errors.Join(fsutil.SyncDir(d.path), old.Close()))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
@@ -132,8 +133,23 @@ func testReclaim(t *testing.T, e kv.Engine) {
 	if v, err := get(t, e, "later"); err != nil || v != "write" {
 		t.Fatalf("write after reclaim: %q, %v", v, err)
 	}
-	// Rewrite works on every reclaiming engine, incremental or not.
-	must(t, r.Rewrite())
+	// Rewrite works on every reclaiming engine, incremental or not, and
+	// reads go on beside it, nested ones too.
+	done := make(chan error, 1)
+	must(t, e.View(func(tx kv.Tx) error {
+		go func() { done <- r.Rewrite() }()
+		time.Sleep(20 * time.Millisecond)
+		return e.View(func(tx2 kv.Tx) error {
+			_, err := tx2.Get([]byte("k0000"))
+			return err
+		})
+	}))
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Rewrite did not finish after the reads beside it ended")
+	}
 	if v, err := get(t, e, "k0000"); err != nil || v != string(val(0)) {
 		t.Fatalf("kept value after rewrite: %d bytes, %v", len(v), err)
 	}

@@ -210,6 +210,13 @@ func (db *DB) Rewrite() error {
 		return wrapErr(db.path, "rewrite", err)
 	}
 	db.committed()
-	db.checkpointNow(sqlite3.CHECKPOINT_TRUNCATE)
+	// The log now holds the whole database. TRUNCATE empties it, unless a
+	// reader still needs it: then it waits for no one (busy timeout 0)
+	// and the log is cut back to journal_size_limit once reused.
+	if err := db.w.c.BusyTimeout(0); err == nil {
+		db.checkpointNow(sqlite3.CHECKPOINT_TRUNCATE)
+		_ = db.w.c.BusyTimeout(db.opts.BusyTimeout)
+	}
+	db.checkpointNow(sqlite3.CHECKPOINT_PASSIVE)
 	return nil
 }
