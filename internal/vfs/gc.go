@@ -283,7 +283,7 @@ func (v *Vault) recordGC() error {
 }
 
 // reclaimStep bounds the room one reclaim transaction gives back.
-const reclaimStep = 16 << 20
+const reclaimStep = 8 << 20
 
 // Reclaim gives the engine's free room back to the host, reclaimStep
 // bytes per write transaction, and returns how many bytes it gave. An
