@@ -394,3 +394,59 @@ func TestGCStoppedAtEveryStep(t *testing.T) {
 		}
 	}
 }
+
+// TestGCInAParentKeepsItsForks rewrites, in a parent, the files a fork
+// reads from it, collects and compacts the parent, and checks that the
+// fork still reads them (the parent's pinned layer names their chunks),
+// that the fork's own copies live in its own file, and that both files
+// pass fsck.
+func TestGCInAParentKeepsItsForks(t *testing.T) {
+	for _, engine := range []string{"sqlite", "bolt"} {
+		t.Run(engine, func(t *testing.T) {
+			f := newVault(t, engine)
+			rng := rand.New(rand.NewPCG(7, 8))
+			orig := make([]byte, 3*vfs.ChunkSize)
+			for i := range orig {
+				orig[i] = byte(rng.Uint32())
+			}
+			f.write("/read-by-fork", string(orig))
+			f.write("/copied-by-fork", string(orig[:vfs.ChunkSize]))
+			fork, err := f.home.Fork("test", "task")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { fork.Close() })
+			t.Cleanup(func() { checkFsck(t, fork) })
+			ff := &fixture{t: t, home: f.home, v: fork}
+			ff.update(func(tx *vfs.Tx) error {
+				src := mustIno(t, tx, "/copied-by-fork")
+				at, err := tx.WriteFile("/copy", nil, 0o644)
+				if err != nil {
+					return err
+				}
+				return tx.CopyData(src, at.Ino)
+			})
+			f.write("/read-by-fork", "rewritten in the parent")
+			f.write("/copied-by-fork", "rewritten too")
+			if _, err := f.v.GC(); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := f.home.Compact("test"); err != nil {
+				t.Fatal(err)
+			}
+			if got := ff.read("/read-by-fork"); got != string(orig) {
+				t.Fatalf("the fork reads %d bytes of its parent's old file", len(got))
+			}
+			if got := ff.read("/copy"); got != string(orig[:vfs.ChunkSize]) {
+				t.Fatalf("the fork's copy reads %d bytes", len(got))
+			}
+			sp, err := fork.Space()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sp.LiveBytes != vfs.ChunkSize {
+				t.Fatalf("the fork's file holds %d live bytes, want its one copied chunk", sp.LiveBytes)
+			}
+		})
+	}
+}
