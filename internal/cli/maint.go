@@ -93,8 +93,9 @@ func (a *app) gcCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "gc",
 		Short: "Free file data that nothing in the selected vault reaches",
-		Long: `Free the file data that no layer of the selected vault maps, then give the
-freed room back to the host where the engine can do it a piece at a time
+		Long: `Drop the layers no state of the selected vault reaches (working states a
+restore abandoned), free the file data no layer maps, then give the freed
+room back to the host where the engine can do it a piece at a time
 (SQLite). Writes go on beside it: it sweeps a few hundred chunks per
 transaction. Commands that write, and mounts, run it on their own once
 enough room went into use since the last run; avfs gc runs it now.`,
@@ -120,7 +121,7 @@ type compactResult struct {
 
 func (r compactResult) human(w io.Writer) {
 	fmt.Fprintf(w, "%s: dropped %d layers, merged %d, freed %d chunks (%s); file %s -> %s\n", r.Vault,
-		r.LayersDropped, r.LayersMerged, r.ChunksFreed, sizeString(r.BytesFreed),
+		r.CompactStats.LayersDropped+r.GCStats.LayersDropped, r.LayersMerged, r.ChunksFreed, sizeString(r.BytesFreed),
 		sizeString(r.FileSizeBefore), sizeString(r.FileSizeAfter))
 }
 

@@ -56,6 +56,76 @@ type GCStats struct {
 	// LongestStep is the longest of its write transactions: the longest
 	// a writer beside it may have waited (the mount logs it).
 	LongestStep time.Duration `json:"-"`
+	// LayersDropped counts the layers no state reached, which it
+	// deleted. (Not in JSON: compact's output has its own
+	// layers_dropped, beside these fields.)
+	LayersDropped int `json:"-"`
+}
+
+// dropStep bounds the records one transaction of dropUnreachable deletes.
+const dropStep = 1024
+
+// dropUnreachable deletes the layers no named layer's state reads, each
+// in steps of dropStep records (with their journal entries) and a last
+// one that deletes the layer's record. No state reads such a layer, so
+// one left half deleted by a crash is still consistent, and the next call
+// finishes it.
+func (v *Vault) dropUnreachable(st *GCStats) error {
+	for {
+		var layer uint64
+		err := v.eng.View(func(kt kv.Tx) error {
+			g, err := loadGraph(kt)
+			if err != nil {
+				return err
+			}
+			reach := g.reachable()
+			for id := range g.layers {
+				// Children first: a child's id is larger than its parent's.
+				if !reach[id] && id > layer {
+					layer = id
+				}
+			}
+			return nil
+		})
+		if err != nil || layer == 0 {
+			return err
+		}
+		for done := false; !done; {
+			err := st.timed(func() error {
+				return v.eng.Update(func(kt kv.Tx) error {
+					prefix := u64([]byte{prefixJournal}, layer)
+					var vkeys [][]byte
+					err := kv.ScanKeys(kt, prefix, kv.PrefixEnd(prefix), func(k []byte) (bool, error) {
+						vkeys = append(vkeys, slices.Clone(k[len(prefix):]))
+						return len(vkeys) < dropStep, nil
+					})
+					if err != nil {
+						return err
+					}
+					for _, vk := range vkeys {
+						if err := kt.Delete(versionKey(vk, layer)); err != nil {
+							return err
+						}
+						if err := kt.Delete(journalKey(layer, vk)); err != nil {
+							return err
+						}
+					}
+					if len(vkeys) == dropStep {
+						return nil
+					}
+					done = true
+					if err := kt.Delete(layerKey(layer)); err != nil {
+						return err
+					}
+					return bumpTopo(kt)
+				})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		st.LayersDropped++
+	}
 }
 
 // timed runs a write step and keeps its duration in LongestStep.
@@ -71,6 +141,7 @@ func (s *GCStats) add(o GCStats) {
 	s.BytesFreed += o.BytesFreed
 	s.BytesReclaimed += o.BytesReclaimed
 	s.ChunksKept = o.ChunksKept
+	s.LayersDropped += o.LayersDropped
 	s.LongestStep = max(s.LongestStep, o.LongestStep)
 }
 
@@ -240,11 +311,16 @@ func chunkRefs(kt kv.Tx) (map[[sha256.Size]byte]bool, error) {
 // reusing chunks under it.
 const gcRetries = 3
 
-// GC frees the chunks no chunk map of this file names, then gives the
-// freed room back to the host where the engine can do it a piece at a
-// time. No step holds the write lock for long: writers go on beside it.
+// GC drops the layers no state reaches (working states a restore
+// abandoned, checkpoints deleted before their layers were merged), frees
+// the chunks no chunk map of this file names, then gives the freed room
+// back to the host where the engine can do it a piece at a time. No step
+// holds the write lock for long: writers go on beside it.
 func (v *Vault) GC() (GCStats, error) {
 	var st GCStats
+	if err := v.dropUnreachable(&st); err != nil {
+		return st, storageErr("gc", v.Name(), err)
+	}
 	for range gcRetries {
 		s, raced, err := v.collect()
 		st.add(s)

@@ -334,7 +334,7 @@ func (c *crashAt) Update(fn func(kv.Tx) error) error {
 // TestGCStoppedAtEveryStep stops a collection at each of its
 // transactions in turn, as a crash there would: every time, the vault
 // passes fsck and reads the same, and the next collection frees all the
-// garbage.
+// garbage (of deleted files and of an abandoned working state).
 func TestGCStoppedAtEveryStep(t *testing.T) {
 	for n := 0; ; n++ {
 		f := newVault(t, "sqlite")
@@ -359,6 +359,14 @@ func TestGCStoppedAtEveryStep(t *testing.T) {
 			}
 			return nil
 		})
+		// And a working state a restore abandons.
+		if _, err := f.v.SaveCheckpoint("before", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.write("/abandoned", "written, then restored away")
+		if err := f.v.RestoreCheckpoint("before"); err != nil {
+			t.Fatal(err)
+		}
 		crashing, err := vfs.Open(&crashAt{Engine: f.v.Engine(), n: n}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -386,7 +394,7 @@ func TestGCStoppedAtEveryStep(t *testing.T) {
 			t.Fatalf("stopped after %d transactions, then collected: %d bytes of garbage left", n, sp.GarbageBytes)
 		}
 		if !stopped {
-			t.Logf("a collection of 600 chunks is %d transactions", n)
+			t.Logf("a collection of 601 chunks and a layer is %d transactions", n)
 			return
 		}
 		if n > 20 {
@@ -449,4 +457,42 @@ func TestGCInAParentKeepsItsForks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGCDropsAbandonedStates restores a checkpoint, which abandons the
+// working state with a file written since, and checks that a collection
+// frees that file's chunks without a compaction, in steps, and that fsck
+// finds the vault whole.
+func TestGCDropsAbandonedStates(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		f.write("/kept", "in the checkpoint")
+		if _, err := f.v.SaveCheckpoint("cp", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.update(func(tx *vfs.Tx) error {
+			for i := range 1500 { // more records than one drop step
+				if _, err := tx.WriteFile(fmt.Sprintf("/new%d", i), fmt.Appendf(nil, "abandoned %d", i), 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err := f.v.RestoreCheckpoint("cp"); err != nil {
+			t.Fatal(err)
+		}
+		st, err := f.v.GC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.LayersDropped != 1 || st.ChunksFreed != 1500 || st.ChunksKept != 1 {
+			t.Fatalf("gc after a restore = %+v, want 1 layer dropped, 1500 chunks freed, 1 kept", st)
+		}
+		if got := f.read("/kept"); got != "in the checkpoint" {
+			t.Fatalf("/kept reads %q", got)
+		}
+		if got := f.read("/new1"); got != "<missing>" {
+			t.Fatalf("/new1 reads %q", got)
+		}
+	})
 }
