@@ -53,8 +53,10 @@ type GCStats struct {
 	// BytesReclaimed is how much smaller the file became: freed room the
 	// engine gave back to the host.
 	BytesReclaimed int64 `json:"bytes_reclaimed"`
-	// LongestStep is the longest of its write transactions: the longest
-	// a writer beside it may have waited (the mount logs it).
+	// LongestStep is the longest any of its write transactions held the
+	// write lock: the longest a writer beside it may have waited for it
+	// (the mount logs it). A reclaim step and a rewrite count from the
+	// request of the lock, so a wait for a writer counts too.
 	LongestStep time.Duration `json:"-"`
 	// LayersDropped counts the layers no state reached, which it
 	// deleted. (Not in JSON: compact's output has its own
@@ -91,34 +93,32 @@ func (v *Vault) dropUnreachable(st *GCStats) error {
 			return err
 		}
 		for done := false; !done; {
-			err := st.timed(func() error {
-				return v.eng.Update(func(kt kv.Tx) error {
-					prefix := u64([]byte{prefixJournal}, layer)
-					var vkeys [][]byte
-					err := kv.ScanKeys(kt, prefix, kv.PrefixEnd(prefix), func(k []byte) (bool, error) {
-						vkeys = append(vkeys, slices.Clone(k[len(prefix):]))
-						return len(vkeys) < dropStep, nil
-					})
-					if err != nil {
-						return err
-					}
-					for _, vk := range vkeys {
-						if err := kt.Delete(versionKey(vk, layer)); err != nil {
-							return err
-						}
-						if err := kt.Delete(journalKey(layer, vk)); err != nil {
-							return err
-						}
-					}
-					if len(vkeys) == dropStep {
-						return nil
-					}
-					done = true
-					if err := kt.Delete(layerKey(layer)); err != nil {
-						return err
-					}
-					return bumpTopo(kt)
+			err := v.step(st, func(kt kv.Tx) error {
+				prefix := u64([]byte{prefixJournal}, layer)
+				var vkeys [][]byte
+				err := kv.ScanKeys(kt, prefix, kv.PrefixEnd(prefix), func(k []byte) (bool, error) {
+					vkeys = append(vkeys, slices.Clone(k[len(prefix):]))
+					return len(vkeys) < dropStep, nil
 				})
+				if err != nil {
+					return err
+				}
+				for _, vk := range vkeys {
+					if err := kt.Delete(versionKey(vk, layer)); err != nil {
+						return err
+					}
+					if err := kt.Delete(journalKey(layer, vk)); err != nil {
+						return err
+					}
+				}
+				done = len(vkeys) < dropStep
+				if !done {
+					return nil
+				}
+				if err := kt.Delete(layerKey(layer)); err != nil {
+					return err
+				}
+				return bumpTopo(kt)
 			})
 			if err != nil {
 				return err
@@ -128,11 +128,18 @@ func (v *Vault) dropUnreachable(st *GCStats) error {
 	}
 }
 
-// timed runs a write step and keeps its duration in LongestStep.
-func (s *GCStats) timed(fn func() error) error {
-	start := time.Now()
-	err := fn()
-	s.LongestStep = max(s.LongestStep, time.Since(start))
+// step runs fn as one write transaction of a collection and keeps in
+// LongestStep how long it held the write lock: from when fn starts,
+// after any wait for the lock, to the end of the commit.
+func (v *Vault) step(st *GCStats, fn func(kv.Tx) error) error {
+	var start time.Time
+	err := v.eng.Update(func(kt kv.Tx) error {
+		start = time.Now()
+		return fn(kt)
+	})
+	if !start.IsZero() {
+		st.LongestStep = max(st.LongestStep, time.Since(start))
+	}
 	return err
 }
 
@@ -172,13 +179,11 @@ type deadChunk struct {
 func (v *Vault) collect() (st GCStats, raced bool, err error) {
 	token := make([]byte, 16)
 	_, _ = rand.Read(token)
-	err = st.timed(func() error {
-		return v.eng.Update(func(kt kv.Tx) error {
-			if err := requireFeature(kt, featureGCMarker); err != nil {
-				return err
-			}
-			return kt.Put(metaKey(metaGC), token)
-		})
+	err = v.step(&st, func(kt kv.Tx) error {
+		if err := requireFeature(kt, featureGCMarker); err != nil {
+			return err
+		}
+		return kt.Put(metaKey(metaGC), token)
 	})
 	if err != nil {
 		return st, false, err
@@ -228,25 +233,23 @@ func (v *Vault) collect() (st GCStats, raced bool, err error) {
 		n := min(len(dead), sweepStep)
 		step := dead[:n]
 		last := n == len(dead)
-		err := st.timed(func() error {
-			return v.eng.Update(func(kt kv.Tx) error {
-				ok, err := holds(kt, token)
-				if err != nil {
+		err := v.step(&st, func(kt kv.Tx) error {
+			ok, err := holds(kt, token)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errGCRaced
+			}
+			for _, c := range step {
+				if err := kt.Delete(c.key); err != nil {
 					return err
 				}
-				if !ok {
-					return errGCRaced
-				}
-				for _, c := range step {
-					if err := kt.Delete(c.key); err != nil {
-						return err
-					}
-				}
-				if last {
-					return kt.Delete(metaKey(metaGC))
-				}
-				return nil
-			})
+			}
+			if last {
+				return kt.Delete(metaKey(metaGC))
+			}
+			return nil
 		})
 		if errors.Is(err, errGCRaced) {
 			return st, true, nil
@@ -482,11 +485,9 @@ func (v *Vault) AutoGC() (GCStats, bool, error) {
 		return st, true, storageErr("gc", v.Name(), err)
 	}
 	if !space.Incremental && space.FreeBytes > rewriteFree && space.FreeBytes > space.FileBytes/2 {
-		var n int64
-		err := st.timed(func() (err error) {
-			n, err = v.Rewrite()
-			return err
-		})
+		start := time.Now()
+		n, err := v.Rewrite()
+		st.LongestStep = max(st.LongestStep, time.Since(start))
 		st.BytesReclaimed += n
 		if err != nil {
 			return st, true, err
