@@ -66,6 +66,9 @@ func Growth(cfg Config, engine string, reps int) error {
 	fmt.Fprintf(w, "  %-34s %s, without collection %s\n", "overwrite loop",
 		rng(func(r growthRun) float64 { return r.loop.Seconds() }, "s", 1),
 		rngOf(bases, func(r growthRun) float64 { return r.loop.Seconds() }, "s", 1))
+	fmt.Fprintf(w, "  %-34s %s, without collection %s\n", "mount server CPU time (user+sys)",
+		rng(func(r growthRun) float64 { return r.cpu.Seconds() }, "s", 1),
+		rngOf(bases, func(r growthRun) float64 { return r.cpu.Seconds() }, "s", 1))
 	fmt.Fprintf(w, "  %-34s %s, %s in all (%s of the loop), longest %s\n", "background collections",
 		rng(func(r growthRun) float64 { return float64(r.gcRuns) }, "runs", 0),
 		rng(func(r growthRun) float64 { return r.gcTotal.Seconds() * 1e3 }, "ms", 0),
@@ -81,7 +84,7 @@ type growthRun struct {
 	peak, final, bound   int64
 	live, held, freed    int64
 	loop, gcTotal, gcMax time.Duration
-	stepMax              time.Duration
+	stepMax, cpu         time.Duration
 	gcRuns               int
 }
 
@@ -125,8 +128,15 @@ func growthOnce(dir, bin, engine string, seed uint64, gc bool) (run growthRun, e
 	if _, err := avfs("checkpoint", "save", "first", "--vault", "g"); err != nil {
 		return run, err
 	}
-	if _, err := avfs("mount", "g", mnt, "--json"); err != nil {
+	out, err := avfs("mount", "g", mnt, "--json")
+	if err != nil {
 		return run, err
+	}
+	var m struct {
+		PID int `json:"pid"`
+	}
+	if err := json.Unmarshal(out, &m); err != nil {
+		return run, fmt.Errorf("avfs mount printed %q: %w", out, err)
 	}
 	mounted := true
 	defer func() {
@@ -175,6 +185,7 @@ func growthOnce(dir, bin, engine string, seed uint64, gc bool) (run growthRun, e
 		}
 	}
 	run.loop = time.Since(start)
+	run.cpu = cpuTime(m.PID)
 	run.series = strings.Join(series, " ")
 	if err := f.Close(); err != nil {
 		return run, err
@@ -191,7 +202,7 @@ func growthOnce(dir, bin, engine string, seed uint64, gc bool) (run growthRun, e
 			return run, err
 		}
 	}
-	out, err := avfs("vault", "info", "g", "--json")
+	out, err = avfs("vault", "info", "g", "--json")
 	if err != nil {
 		return run, err
 	}
@@ -249,4 +260,25 @@ func rngOf(runs []growthRun, f func(growthRun) float64, unit string, prec int) s
 		vs[i] = f(r)
 	}
 	return fmt.Sprintf("%.*f–%.*f %s", prec, slices.Min(vs), prec, slices.Max(vs), unit)
+}
+
+// cpuTime is the user and system CPU time process pid has used so far
+// (Linux; 0 elsewhere).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
