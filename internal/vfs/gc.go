@@ -320,6 +320,21 @@ const gcRetries = 3
 // back to the host where the engine can do it a piece at a time. No step
 // holds the write lock for long: writers go on beside it.
 func (v *Vault) GC() (GCStats, error) {
+	st, err := v.gc()
+	if err != nil {
+		return st, err
+	}
+	n, longest, err := v.reclaim()
+	st.BytesReclaimed += n
+	st.LongestStep = max(st.LongestStep, longest)
+	if err != nil {
+		return st, err
+	}
+	return st, v.recordGC()
+}
+
+// gc is GC without giving room back.
+func (v *Vault) gc() (GCStats, error) {
 	var st GCStats
 	if err := v.dropUnreachable(&st); err != nil {
 		return st, storageErr("gc", v.Name(), err)
@@ -334,13 +349,7 @@ func (v *Vault) GC() (GCStats, error) {
 			break
 		}
 	}
-	n, longest, err := v.reclaim()
-	st.BytesReclaimed += n
-	st.LongestStep = max(st.LongestStep, longest)
-	if err != nil {
-		return st, err
-	}
-	return st, v.recordGC()
+	return st, nil
 }
 
 // recordGC leaves what a collection saw for AutoGC (metaGCStat).
@@ -428,12 +437,17 @@ func (v *Vault) Rewrite() (int64, error) {
 // leaves what it saw under "M" "gcstat", for every process: AutoGC, called
 // after writes, costs a look at the engine's space and one read until the
 // room in use has grown by autoGCGrowth or by half of what was in use
-// after the last collection, whichever is more. The file then stays within
-// about 1.5 times its live data, plus autoGCGrowth, plus what the engine
-// keeps besides (a SQLite log of up to 64 MiB, bbolt's 16 MiB steps).
+// after the last collection, whichever is more. With the free room it
+// keeps (reclaimKeep), the file then stays within about twice its live
+// data, plus autoGCGrowth and reclaimKeep, plus what the engine keeps
+// besides (a SQLite log of up to 64 MiB, bbolt's 16 MiB steps).
 
 const (
 	autoGCGrowth = 8 << 20
+	// Free room goes back to the host once it is more than this and more
+	// than a quarter of the room in use; less, later writes reuse it,
+	// which costs nothing, where giving it back moves pages.
+	reclaimKeep = 32 << 20
 	// A file that cannot reclaim a piece at a time is rewritten once free
 	// room is both more than this and more than half the file.
 	rewriteFree = 32 << 20
@@ -477,14 +491,22 @@ func (v *Vault) AutoGC() (GCStats, bool, error) {
 	if space.UsedBytes < last.UsedBytes+max(autoGCGrowth, last.UsedBytes/2) {
 		return GCStats{}, false, nil
 	}
-	st, err := v.GC()
+	st, err := v.gc()
 	if err != nil {
 		return st, true, err
 	}
 	if space, err = sp.Space(); err != nil {
 		return st, true, storageErr("gc", v.Name(), err)
 	}
-	if !space.Incremental && space.FreeBytes > rewriteFree && space.FreeBytes > space.FileBytes/2 {
+	switch {
+	case space.Incremental && space.FreeBytes > max(reclaimKeep, space.UsedBytes/4):
+		n, longest, err := v.reclaim()
+		st.BytesReclaimed += n
+		st.LongestStep = max(st.LongestStep, longest)
+		if err != nil {
+			return st, true, err
+		}
+	case !space.Incremental && space.FreeBytes > rewriteFree && space.FreeBytes > space.FileBytes/2:
 		start := time.Now()
 		n, err := v.Rewrite()
 		st.LongestStep = max(st.LongestStep, time.Since(start))
@@ -492,7 +514,6 @@ func (v *Vault) AutoGC() (GCStats, bool, error) {
 		if err != nil {
 			return st, true, err
 		}
-		return st, true, v.recordGC()
 	}
-	return st, true, nil
+	return st, true, v.recordGC()
 }
