@@ -15,11 +15,14 @@ import (
 // bbolt reuses freed pages but never shrinks its file, and has no
 // incremental way to: Rewrite compacts the live pairs into a new file
 // next to the old one and renames it over the old one. The new file is
-// locked before the rename and the old one until after it, so no other
-// process that opens the vault by its path in between gets the file: it
-// waits for the new one's lock. A crash before the rename leaves the old
-// file as it was (and a stale ".rewrite" file the next Rewrite removes);
-// after it, the new file, complete and synced.
+// locked before the rename and the old one until after it, so a process
+// that opens the vault's path meanwhile waits for the new file's lock.
+// One that opened the path before the rename and still waits for the old
+// file's lock when it is released would get the old, unlinked file: bolt
+// vaults are used by one process at a time, and such a wait ends after
+// the open's timeout (5 s), so this is left as is. A crash before the
+// rename leaves the old file as it was (and a stale ".rewrite" file the
+// next Rewrite removes); after it, the new file, complete and synced.
 
 var _ kv.Reclaimer = (*DB)(nil)
 
