@@ -158,16 +158,34 @@ func boltOptions(opts *Options) *bbolt.Options {
 	return o
 }
 
+// openBolt opens path with bbolt. A Rewrite in another process renames a
+// new file over the path while it holds both files' locks, and releases
+// the old one after: an open that waited for that lock would get the old,
+// unlinked file. So an open after which the path names another file than
+// before it starts over.
 func openBolt(path string, opts *Options) (*DB, error) {
-	d := &DB{path: path, opts: opts}
-	err := d.guard(func() (err error) {
-		d.db, err = bbolt.Open(path, fsutil.FileMode, boltOptions(opts))
-		return err
-	})
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		before, err := os.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		d := &DB{path: path, opts: opts}
+		err = d.guard(func() (err error) {
+			d.db, err = bbolt.Open(path, fsutil.FileMode, boltOptions(opts))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		after, err := os.Stat(path)
+		if err == nil && (os.SameFile(before, after) || attempt >= 2) {
+			return d, nil
+		}
+		d.db.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
-	return d, nil
 }
 
 // guard runs a bbolt call with memory faults turned into panics and panics

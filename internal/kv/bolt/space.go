@@ -16,13 +16,12 @@ import (
 // incremental way to: Rewrite compacts the live pairs into a new file
 // next to the old one and renames it over the old one. The new file is
 // locked before the rename and the old one until after it, so a process
-// that opens the vault's path meanwhile waits for the new file's lock.
-// One that opened the path before the rename and still waits for the old
-// file's lock when it is released would get the old, unlinked file: bolt
-// vaults are used by one process at a time, and such a wait ends after
-// the open's timeout (5 s), so this is left as is. A crash before the
-// rename leaves the old file as it was (and a stale ".rewrite" file the
-// next Rewrite removes); after it, the new file, complete and synced.
+// that opens the vault's path meanwhile waits for the new file's lock;
+// one that was waiting for the old file's lock sees, once it has it, that
+// the path names another file, and opens again (openBolt). A crash
+// before the rename leaves the old file as it was (and a stale ".rewrite"
+// file the next Rewrite removes); after it, the new file, complete and
+// synced.
 
 var _ kv.Reclaimer = (*DB)(nil)
 
