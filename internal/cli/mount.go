@@ -285,8 +285,10 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 		}
 		defer stop()
 	}
+	// AVFS_MOUNT_GC=0 turns off the background garbage collection.
+	noGC := a.env.Getenv("AVFS_MOUNT_GC") == "0"
 	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: sa.readonly,
-		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps(), IdleTimeout: sa.idle})
+		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps(), IdleTimeout: sa.idle, NoGC: noGC})
 	if err := s.Mount(); err != nil {
 		report(failureMsg(err))
 		return nil, err
@@ -380,11 +382,7 @@ server finish when the last of them is closed.`,
 				return nil, &errs.Error{Kind: mount.NotMounted, Op: "unmount", Path: mnt,
 					Err: errors.New("no avfs mount at this directory")}
 			}
-			flags := 0
-			if lazy {
-				flags = mount.MNTDetach
-			}
-			if err := syscall.Unmount(mnt, flags); err != nil {
+			if err := mount.Unmount(mnt, lazy); err != nil {
 				if errors.Is(err, syscall.EBUSY) {
 					return nil, &errs.Error{Kind: mount.MountBusy, Op: "unmount", Path: mnt, Err: err,
 						Hint: "close the files in use, or pass --lazy"}

@@ -42,6 +42,8 @@ type vaultInfo struct {
 	// Origin is where the content came from (vault create --from); null
 	// when it was not imported so.
 	Origin *vfs.Origin `json:"origin"`
+	// Space says who needs the bytes of the file; vault info only.
+	Space *vfs.SpaceReport `json:"space,omitempty"`
 }
 
 func (r vaultInfo) human(w io.Writer) {
@@ -63,6 +65,12 @@ func (r vaultInfo) human(w io.Writer) {
 	fmt.Fprintf(tw, "file size\t%s\n", sizeString(r.FileSize))
 	if r.Origin != nil {
 		fmt.Fprintf(tw, "origin\t%s (checkpoint %s)\n", r.Origin.HostDir, r.Origin.Checkpoint)
+	}
+	if sp := r.Space; sp != nil {
+		fmt.Fprintf(tw, "live data\t%s\n", sizeString(sp.LiveBytes))
+		fmt.Fprintf(tw, "held by checkpoints\t%s\n", sizeString(sp.CheckpointBytes))
+		fmt.Fprintf(tw, "garbage\t%s\n", sizeString(sp.GarbageBytes))
+		fmt.Fprintf(tw, "free in file\t%s\n", sizeString(sp.FreeBytes))
 	}
 	tw.Flush()
 }
@@ -268,7 +276,13 @@ func (a *app) vaultInfoCmd() *cobra.Command {
 				return nil, err
 			}
 			defer v.Close()
-			return describe(h, v)
+			r, err := describe(h, v)
+			if err != nil {
+				return r, err
+			}
+			sp, err := v.Space()
+			r.Space = &sp
+			return r, err
 		}),
 		ValidArgsFunction: a.completeVaults,
 	}

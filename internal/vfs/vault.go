@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -23,12 +24,20 @@ const Magic = "avfs-vault"
 
 // knownFeatures are the format features this build understands. A vault
 // that requires any other feature is refused, never misread.
-var knownFeatures = []string{"layers", "chunks-sha256-64k", featureXattrUsage}
+//
+// "gc-marker": writes that reuse a stored chunk delete the collection
+// marker (gc.go). A build without it would not, and could map a chunk
+// that a collection in progress then frees; the first collection adds
+// the feature to a vault made before, so such builds refuse it from then
+// on.
+var knownFeatures = []string{"layers", "chunks-sha256-64k", featureXattrUsage, featureGCMarker}
 
 // featureXattrUsage: the usage counters count extended attributes' names
 // and values (xattr.go). A vault made before it counts them not, and
 // keeps so, as do its forks: its counters were never charged for them.
 const featureXattrUsage = "xattr-usage"
+
+const featureGCMarker = "gc-marker"
 
 // ChunkSize is the fixed size of a file data chunk.
 const ChunkSize = 64 << 10
@@ -104,7 +113,10 @@ func Create(eng kv.Engine, name string, quota Quota) (*Vault, error) {
 		if err := initFile(kt, hdr, uint64(RootIno)+1, 2, quota, nil, layerRecord{Created: now}); err != nil {
 			return err
 		}
+		// The root belongs to whoever creates the vault, so that a user
+		// who is not root can write in its mount.
 		root := &inode{Attr: Attr{Ino: RootIno, Type: TypeDir, Mode: 0o755, Nlink: 2,
+			Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid()),
 			Atime: now, Mtime: now, Ctime: now}, birth: birthOf(hdr.VaultID)}
 		if err := kt.Put(versionKey(inodeVKey(RootIno), 1), encodeInode(root)); err != nil {
 			return err

@@ -56,6 +56,8 @@ export interface ExecOptions extends VaultOption {
   maxOutput?: number;
   /** given to the command as its stdin (default: /dev/null) */
   stdin?: string | Uint8Array;
+  /** kernel isolation: auto (default: namespaces where the host can), on (else IsolationUnavailable) or off */
+  isolate?: "auto" | "on" | "off";
 }
 
 export interface RunOptions extends VaultOption {
@@ -322,6 +324,7 @@ export class ProxyCommands {
       ...flag(o.keepMount, "--keep-mount"),
       ...opt(o.linger === undefined ? undefined : duration(o.linger), "--linger"),
       ...opt(o.maxOutput, "--max-output"),
+      ...opt(o.isolate, "--isolate"),
       ...flag(o.stdin !== undefined, "--stdin"),
     ];
     return this.avfs.run(["proxy", "exec", ...flags, ...command], { vault: o.vault, scoped: true, input: o.stdin });

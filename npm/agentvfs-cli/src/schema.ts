@@ -179,6 +179,27 @@ export interface TreeNode {
 }
 
 /**
+ * the kernel boundary of a proxy run (null: the command did not run)
+ * Schema: docs/schema/common.json#/$defs/isolation
+ */
+export type Isolation = {
+  /** the --isolate asked for */
+  requested: "auto" | "on" | "off";
+  /** namespaces: user, mount, PID, IPC, UTS (and network) namespaces by bubblewrap; none: a plain process */
+  mode: "namespaces" | "none";
+  /** none: its own loopback only; host whenever mode is none */
+  network: "none" | "host";
+  /** host paths the command cannot see */
+  hidden: string[];
+  /** host directories it may write besides the workspace and its private /tmp */
+  writable: string[];
+  /** paths made read-only inside otherwise writable trees */
+  read_only: string[];
+  /** why this mode and network */
+  reason: string;
+} | null;
+
+/**
  * compact: what compaction and the garbage collection after it did.
  * Schema: docs/schema/compact.json
  */
@@ -190,6 +211,8 @@ export interface CompactResult {
   chunks_kept: number;
   chunks_freed: number;
   bytes_freed: Bytes;
+  /** how much smaller the vault's file became: freed room given back to the host */
+  bytes_reclaimed: Bytes;
   file_size_before: Bytes;
   file_size_after: Bytes;
   duration_ms: DurationMs;
@@ -327,6 +350,8 @@ export interface GcResult {
   chunks_kept: number;
   chunks_freed: number;
   bytes_freed: Bytes;
+  /** how much smaller the vault's file became: freed room given back to the host */
+  bytes_reclaimed: Bytes;
   duration_ms: DurationMs;
 }
 
@@ -445,6 +470,8 @@ export interface PolicyCheckResult {
     /** true when some word of the request is known only at run time ($x, $(...), $'...'): such a request is never allowed without a checkpoint */
     dynamic?: boolean;
   };
+  /** the boundary proxy exec would run the command in, unapproved (null without a selected vault) */
+  isolation: Isolation;
 }
 
 /**
@@ -475,6 +502,8 @@ export interface PolicyShowResult {
     categories?: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
     reason?: string;
+    /** host: a run this rule decides gets the host's network when isolated */
+    network?: "host" | "none";
   }[];
   vault_rules: {
     id: string;
@@ -484,7 +513,15 @@ export interface PolicyShowResult {
     categories?: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
     reason?: string;
+    /** host: a run this rule decides gets the host's network when isolated */
+    network?: "host" | "none";
   }[];
+  /** [sandbox]: paths as written (~/..., $GOCACHE, $GOMODCACHE, $NPM_CACHE, absolute, or relative to the workspace) */
+  sandbox: {
+    hide: string[];
+    read_only: string[];
+    writable: string[];
+  };
 }
 
 /**
@@ -540,6 +577,8 @@ export interface ProxyExecResult {
     env_keys: string[];
     /** the approval id this run used */
     approval: string | null;
+    /** --isolate; an approval runs only with the same or a stricter one (off < auto < on) */
+    isolate?: "auto" | "on" | "off";
   };
   result: {
     vault: VaultName;
@@ -605,6 +644,7 @@ export interface ProxyExecResult {
       /** true when some word of the request is known only at run time ($x, $(...), $'...'): such a request is never allowed without a checkpoint */
       dynamic?: boolean;
     };
+    isolation: Isolation;
     /** how the run ended: completed (the command exited by itself), timed_out (--timeout stopped it), interrupted (SIGINT or SIGTERM to avfs, or the end of the Go caller's context, stopped the command or a stage before it; exit code 130), denied, awaiting_approval, failed */
     state: "completed" | "timed_out" | "interrupted" | "denied" | "awaiting_approval" | "failed";
     timed_out: boolean;
@@ -792,6 +832,19 @@ export interface VaultInfoResult {
     host_dir: string;
     checkpoint: string;
     recorded_at: string;
+  };
+  /** vault info only: who needs the bytes of the vault's file. Chunk bytes are counted once, in the file that stores them (a fork's report leaves out its parent's). */
+  space?: {
+    /** file data the working state reads from this file */
+    live_bytes: Bytes;
+    /** file data only checkpoints and the layers forks stand on still reach */
+    checkpoint_bytes: Bytes;
+    /** file data no state reaches: the next garbage collection frees it */
+    garbage_bytes: Bytes;
+    /** room inside the file holding no data, not yet given back to the host */
+    free_bytes: Bytes;
+    /** what the vault's file takes on disk, side files included */
+    file_bytes: Bytes;
   };
 }
 

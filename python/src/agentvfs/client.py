@@ -372,6 +372,7 @@ class Avfs:
         linger: Optional[Duration] = None,
         max_output: Optional[int] = None,
         stdin: Optional[Union[str, bytes]] = None,
+        isolate: Optional[str] = None,
     ) -> ProxyExecResult:
         """Run one command in a vault through the policy-gated proxy.
 
@@ -384,7 +385,10 @@ class Avfs:
         is added to the command's environment (only its keys are recorded);
         ``stdin`` is fed to the command. ``linger`` (a duration, "0" to
         unmount after the run) is how long a mount the run starts stays,
-        idle, for the next run; avfs's default is a minute.
+        idle, for the next run; avfs's default is a minute. ``isolate`` is
+        auto (avfs's default: namespaces where the host can make them), on
+        (else IsolationUnavailable) or off; ``result.isolation`` says what
+        was enforced.
 
         Returns the envelope whenever avfs printed one: a denied command
         (exit 14), one awaiting approval (15), one that timed out (124, state
@@ -421,6 +425,8 @@ class Avfs:
             args += ["--linger", go_duration(linger)]
         if max_output is not None:
             args += ["--max-output", str(max_output)]
+        if isolate is not None:
+            args += ["--isolate", isolate]
         data = None
         if stdin is not None:
             args.append("--stdin")

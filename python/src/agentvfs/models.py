@@ -125,8 +125,19 @@ class Origin(Document):
 
 
 @dataclass(frozen=True)
+class VaultSpace(Document):
+    """vault info: who needs the bytes of the vault's file."""
+
+    live_bytes: int
+    checkpoint_bytes: int
+    garbage_bytes: int
+    free_bytes: int
+    file_bytes: int
+
+
+@dataclass(frozen=True)
 class Vault(Document):
-    """vault create, vault info and vault use."""
+    """vault create, vault info and vault use (``space``: vault info only)."""
 
     name: str
     vault_id: str
@@ -142,7 +153,8 @@ class Vault(Document):
     quota: Quota
     file_size: int
     origin: Optional[Origin] = None
-    nested = {"usage": Usage, "quota": Quota, "origin": Origin}
+    space: Optional[VaultSpace] = None
+    nested = {"usage": Usage, "quota": Quota, "origin": Origin, "space": VaultSpace}
 
 
 @dataclass(frozen=True)
@@ -492,6 +504,7 @@ class ProxyRequest(Document):
     stdin: bool
     env_keys: List[str]
     approval: Optional[str]
+    isolate: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -537,6 +550,21 @@ class RunError(Document):
 
 
 @dataclass(frozen=True)
+class Isolation(Document):
+    """The kernel boundary a command ran in: ``mode`` namespaces or none,
+    ``network`` none (its own loopback) or host; ``requested`` is the
+    --isolate asked for (auto, on, off)."""
+
+    requested: str
+    mode: str
+    network: str
+    hidden: List[str]
+    writable: List[str]
+    read_only: List[str]
+    reason: str
+
+
+@dataclass(frozen=True)
 class ProxyResult(Document):
     vault: str
     mountpoint: Optional[str]
@@ -558,6 +586,7 @@ class ProxyResult(Document):
     changes: List[Change]
     renames_detected: bool
     decision: Decision
+    isolation: Optional[Isolation]
     state: str
     timed_out: bool
     approval: Optional[Approval]
@@ -568,6 +597,7 @@ class ProxyResult(Document):
         "checkpoint": RunCheckpoint,
         "changes": Change,
         "decision": Decision,
+        "isolation": Isolation,
         "approval": Approval,
         "error": RunError,
     }
@@ -683,7 +713,8 @@ class PolicyCheck(Document):
     vault: Optional[str]
     request: PolicyRequest
     decision: Decision
-    nested = {"request": PolicyRequest, "decision": Decision}
+    isolation: Optional[Isolation]
+    nested = {"request": PolicyRequest, "decision": Decision, "isolation": Isolation}
 
 
 @dataclass(frozen=True)
