@@ -32,6 +32,12 @@ var (
 	ErrNoBatch = errors.New("kv: the engine has no batches")
 	// ErrEmptyKey is returned by Put for a zero-length key.
 	ErrEmptyKey = errors.New("kv: empty key")
+	// ErrUnavailable means a store behind a network could not be reached:
+	// a wrong address, a server that is down, credentials it refused.
+	ErrUnavailable = errors.New("kv: store unavailable")
+	// ErrNewerFormat means the store was written in a format this build
+	// does not know (a newer avfs).
+	ErrNewerFormat = errors.New("kv: store format is newer than this build")
 )
 
 // Engine is an ordered key-value store in one file.
