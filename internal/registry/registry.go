@@ -328,6 +328,10 @@ func wrapEngineErr(err error) error {
 	switch {
 	case errors.Is(err, kv.ErrBusy):
 		return &errs.Error{Kind: errs.VaultLocked, Err: err}
+	case errors.Is(err, kv.ErrUnavailable):
+		return &errs.Error{Kind: errs.StoreUnavailable, Err: err}
+	case errors.Is(err, kv.ErrNewerFormat):
+		return &errs.Error{Kind: errs.UnsupportedFormat, Err: err}
 	case errors.Is(err, kv.ErrCorrupt), errors.Is(err, kv.ErrForeign):
 		return &errs.Error{Kind: errs.CorruptVault, Err: err}
 	}

@@ -367,8 +367,13 @@ func (db *DB) wrap(op string, err error) error {
 		return &pgError{db: db, op: op, err: err}
 	}
 	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &ce) {
 		return &pgError{db: db, op: op, err: err, kind: kv.ErrUnavailable}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The transaction outran Options.Timeout: the caller's bound, not
+		// the server's absence.
+		return &pgError{db: db, op: op + " (past the transaction's time limit)", err: err}
 	}
 	if pgconn.SafeToRetry(err) || isNetErr(err) {
 		return &pgError{db: db, op: op, err: err, kind: kv.ErrUnavailable}

@@ -253,3 +253,16 @@ func (s *Server) exec(db, sql string) error {
 	}
 	return nil
 }
+
+// QueryInt runs a query of one integer on database db.
+func (s *Server) QueryInt(db, sql string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, s.DSN(db))
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: connect: %w", err)
+	}
+	defer c.Close(ctx)
+	var n int
+	return n, c.QueryRow(ctx, sql).Scan(&n)
+}
