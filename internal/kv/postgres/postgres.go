@@ -382,8 +382,10 @@ func (db *DB) wrap(op string, err error) error {
 }
 
 // pgError is a driver error with the store's redacted address. Its
-// message has the password scrubbed out; it unwraps to the kv sentinel
-// and to the driver's error (for PgError codes).
+// message has the password scrubbed out. It unwraps to its kv sentinel
+// alone when it has one (the driver's chain holds errnos, ENOENT for a
+// missing socket, that would otherwise decide its kind), else to the
+// driver's error, so a PgError's code can be read.
 type pgError struct {
 	db   *DB
 	op   string
@@ -404,7 +406,7 @@ func (e *pgError) Error() string {
 
 func (e *pgError) Unwrap() []error {
 	if e.kind != nil {
-		return []error{e.kind, e.err}
+		return []error{e.kind}
 	}
 	return []error{e.err}
 }
