@@ -1,7 +1,7 @@
 // Package pgtest runs a real PostgreSQL server for tests: initdb and
 // pg_ctl under a temporary directory, listening on a Unix socket only,
-// one server per test package (start it from TestMain with Main) and one
-// database per test (DSN).
+// one server per test package (started by the first test that needs it,
+// stopped by Main in TestMain) and one database per test (DSN).
 //
 // The server refuses to run as root, so as root the binaries run as the
 // postgres user. When no server can be started the tests that need one
@@ -46,17 +46,18 @@ type Server struct {
 }
 
 var (
+	once     sync.Once
 	server   *Server
 	startErr error
+	mainRan  bool
 )
 
-// Main starts the package's server, runs the tests and stops it. Use it
-// as the body of TestMain.
+// Main runs the tests and stops the package's server if one of them
+// started it. Use it as the body of TestMain. The server starts on the
+// first Get, so test binaries that run as helper processes (a crash
+// test's child) and tests that need no server never start one.
 func Main(m *testing.M) int {
-	server, startErr = Start(Options{Fast: true})
-	if startErr != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: no PostgreSQL server: %v\n", startErr)
-	}
+	mainRan = true
 	code := m.Run()
 	if server != nil {
 		if err := server.Stop(); err != nil {
@@ -69,31 +70,42 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// Get returns the package's server, failing (under CI) or skipping t
-// when Main could not start one.
-func Get(t testing.TB) *Server {
-	t.Helper()
+// TB is the part of testing.TB (and of rapid.T) that pgtest uses.
+type TB interface {
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
+
+// Get returns the package's server, starting it on first use; it fails t
+// (under CI) or skips it when no server can be started.
+func Get(t TB) *Server {
+	if !mainRan {
+		t.Fatalf("pgtest: call pgtest.Main from TestMain, so the server is stopped")
+	}
+	once.Do(func() {
+		server, startErr = Start(Options{Fast: true})
+		if startErr != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: no PostgreSQL server: %v\n", startErr)
+		}
+	})
 	if server == nil {
-		err := startErr
-		if err == nil {
-			err = errors.New("pgtest.Main was not called from TestMain")
-		}
 		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL tests must run under CI: %v", err)
+			t.Fatalf("PostgreSQL tests must run under CI: %v", startErr)
 		}
-		t.Skipf("no PostgreSQL server: %v", err)
+		t.Skipf("no PostgreSQL server: %v", startErr)
 	}
 	return server
 }
 
 // DSN creates a new, empty database on the package's server for t, drops
 // it when t ends, and returns a DSN that connects to it as the superuser.
-func DSN(t testing.TB) string {
-	t.Helper()
+func DSN(t TB) string {
 	s := Get(t)
 	name, err := s.CreateDatabase()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := s.DropDatabase(name); err != nil {
