@@ -19,8 +19,10 @@ import (
 // either writes it (shared) or is refused with kv.ErrBusy (locked).
 func TestCapsAreTrue(t *testing.T) {
 	second := map[string]func(path string) (kv.Engine, error){
-		sqlite.Name: func(p string) (kv.Engine, error) { return sqlite.Open(p, &sqlite.Options{BusyTimeout: 200 * time.Millisecond}) },
-		bolt.Name:   func(p string) (kv.Engine, error) { return bolt.Open(p, &bolt.Options{Timeout: 200 * time.Millisecond}) },
+		sqlite.Name: func(p string) (kv.Engine, error) {
+			return sqlite.Open(p, &sqlite.Options{BusyTimeout: 200 * time.Millisecond})
+		},
+		bolt.Name: func(p string) (kv.Engine, error) { return bolt.Open(p, &bolt.Options{Timeout: 200 * time.Millisecond}) },
 	}
 	for _, name := range engines.Names() {
 		t.Run(name, func(t *testing.T) {
