@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentvfs/agentvfs/internal/kv/postgres"
+	"github.com/agentvfs/agentvfs/internal/kv/engines"
 	"github.com/agentvfs/agentvfs/internal/kv/postgres/pgtest"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -30,7 +30,7 @@ func PostgresLayers(cfg Config) error {
 	dsn := srv.DSN(db)
 	var opener vfs.Opener
 	opener = func(name, _ string) (*vfs.Vault, error) {
-		eng, err := postgres.Open(dsn, &postgres.Options{Table: name})
+		eng, err := engines.OpenAt(dsn, name)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +47,7 @@ func PostgresLayers(cfg Config) error {
 	var base [3]time.Duration
 	for i, n := range cfg.Counts {
 		name := fmt.Sprintf("base%d", n)
-		eng, err := postgres.Create(dsn, &postgres.Options{Table: name})
+		eng, err := engines.CreateAt(dsn, name)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func PostgresLayers(cfg Config) error {
 		fork, err := median(cfg.Reps, func() error {
 			f++
 			child := fmt.Sprintf("fork%d_%d", n, f)
-			ceng, err := postgres.Create(dsn, &postgres.Options{Table: child})
+			ceng, err := engines.CreateAt(dsn, child)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 // Package engines is the one place that knows every kv engine: it creates
 // vault files with a named engine, recognises which engine wrote a file,
-// and opens it.
+// and opens it; and it opens stores on database servers by address
+// (servers.go).
 //
 // A file is opened at most once per process. Create and Open return
 // handles to one shared, reference-counted engine per file (identified by
@@ -80,8 +81,15 @@ func lookup(name string) (engine, bool) {
 // Caps returns the capabilities of the named engine, and false when no
 // engine has that name.
 func Caps(name string) (kv.Capabilities, bool) {
-	e, ok := lookup(name)
-	return e.caps, ok
+	if e, ok := lookup(name); ok {
+		return e.caps, true
+	}
+	for _, s := range servers {
+		if s.name == name {
+			return s.caps, true
+		}
+	}
+	return kv.Capabilities{}, false
 }
 
 // CapsOf returns the capabilities of the engine that wrote the file at
