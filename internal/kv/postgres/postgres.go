@@ -7,6 +7,9 @@
 //	CREATE TABLE avfs_meta(key text PRIMARY KEY, value text NOT NULL)
 //	  -- ('application', 'avfs'), ('format', '1')
 //	CREATE TABLE avfs_kv(k bytea PRIMARY KEY, v bytea NOT NULL)
+//	CREATE TABLE avfs_leases(store text PRIMARY KEY, host, pid, token, expires)
+//
+// A lease (lease.go) names the one writer of a table across hosts.
 //
 // bytea compares as memcmp, shorter first on a tie, which is kv's order,
 // whatever the database's collation. A Scan is a walk of the primary

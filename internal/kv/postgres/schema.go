@@ -66,6 +66,9 @@ func (db *DB) prepare(ctx context.Context, create bool) error {
 			Application, strconv.Itoa(FormatVersion)); err != nil {
 			return db.wrap("create", err)
 		}
+		if _, err := t.Exec(ctx, createLeases); err != nil {
+			return db.wrap("create", err)
+		}
 	} else if err := db.checkMeta(ctx, t); err != nil {
 		return err
 	}
