@@ -95,11 +95,9 @@ func (b *batch) Commit() error {
 	}
 	err := b.tx(true).flush()
 	if err == nil {
-		_, err = b.c.Exec(b.ctx, "COMMIT")
-		err = b.db.wrap("commit", err)
-	}
-	if err != nil {
-		b.db.abort(b.c)
+		err = b.db.wrap("commit", b.db.end(b.ctx, b.c, "COMMIT"))
+	} else {
+		b.db.abortWrite(b.c)
 	}
 	b.end()
 	return err
@@ -110,10 +108,7 @@ func (b *batch) Rollback() error {
 		return errBatchDone
 	}
 	b.w.pending = nil
-	_, err := b.c.Exec(b.ctx, "ROLLBACK")
-	if err != nil {
-		b.db.abortConn(b.c)
-	}
+	err := b.db.end(b.ctx, b.c, "ROLLBACK")
 	b.end()
 	return b.db.wrap("rollback", err)
 }

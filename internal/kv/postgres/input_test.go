@@ -275,3 +275,55 @@ func TestTimeout(t *testing.T) {
 	wantErr(t, "a Get past the time limit", err, context.DeadlineExceeded)
 	must(t, e.View(func(tx kv.Tx) error { _, err := tx.Get([]byte("k")); return err }))
 }
+
+// TestWritersQueue: writers of one table on separate engines (as separate
+// hosts would be) queue on the writer lock instead of failing one
+// another's serialization, so none is retried.
+func TestWritersQueue(t *testing.T) {
+	_, dsn := newDB(t)
+	create1(t, dsn)
+	const writers, increments = 8, 20
+	done := make(chan error, writers)
+	var dbs []*postgres.DB
+	for range writers {
+		e, err := postgres.Open(dsn, nil)
+		must(t, err)
+		defer e.Close()
+		dbs = append(dbs, e)
+	}
+	for _, e := range dbs {
+		go func() {
+			for range increments {
+				err := e.Update(func(tx kv.Tx) error {
+					v, err := tx.Get([]byte("n"))
+					if err != nil && err != kv.ErrNotFound {
+						return err
+					}
+					return tx.Put([]byte("n"), append(v, 'x'))
+				})
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range writers {
+		must(t, <-done)
+	}
+	var retries int64
+	for _, e := range dbs {
+		retries += e.Retries()
+	}
+	must(t, dbs[0].View(func(tx kv.Tx) error {
+		v, err := tx.Get([]byte("n"))
+		if len(v) != writers*increments {
+			t.Errorf("counter %d, want %d", len(v), writers*increments)
+		}
+		return err
+	}))
+	if retries != 0 {
+		t.Errorf("%d retries, want none: writers should queue on the lock", retries)
+	}
+}

@@ -288,44 +288,70 @@ func (db *DB) update(fn func(kv.Tx) error) error {
 	defer func() {
 		t.done = true
 		if !ended {
-			db.abort(c)
+			db.abortWrite(c)
 		}
 	}()
 	if err := fn(t); err != nil {
 		ended = true
 		t.done = true
-		db.abort(c)
+		db.abortWrite(c)
 		return err
 	}
 	err = t.flush()
 	t.done = true
 	ended = true
 	if err != nil {
-		db.abort(c)
+		db.abortWrite(c)
 		return err
 	}
-	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
-		db.abortConn(c)
+	if err := db.end(ctx, c, "COMMIT"); err != nil {
 		return db.wrap("commit", err)
 	}
 	return nil
 }
 
-// begin acquires a connection and opens a write transaction holding the
-// table's writer lock, in one round trip.
+// begin acquires a connection, takes the table's writer lock and opens a
+// write transaction. The lock is the session's, taken before BEGIN: a
+// serializable transaction's snapshot is taken by its first statement,
+// and one taken while waiting for the lock would predate the commit of
+// the writer it waited for, and fail to serialize against it.
 func (db *DB) begin(ctx context.Context) (*pgxpool.Conn, error) {
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, db.wrap("connect", err)
 	}
-	q := fmt.Sprintf("BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL lock_timeout = %d; SELECT pg_advisory_xact_lock(%d)",
-		db.opts.LockTimeout.Milliseconds(), db.lockID)
+	q := fmt.Sprintf("SET lock_timeout = %d; SELECT pg_advisory_lock(%d)", db.opts.LockTimeout.Milliseconds(), db.lockID)
 	if _, err := c.Exec(ctx, q); err != nil {
+		// Not held: a lock wait that timed out holds nothing.
+		db.abortConn(c)
+		c.Release()
+		return nil, db.wrap("lock", err)
+	}
+	if _, err := c.Exec(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE"); err != nil {
 		db.abortConn(c)
 		c.Release()
 		return nil, db.wrap("begin", err)
 	}
 	return c, nil
+}
+
+// end ends c's write transaction with COMMIT or ROLLBACK and gives the
+// writer lock back. On any failure the connection is closed, which gives
+// the lock back too: a pooled connection never keeps it.
+func (db *DB) end(ctx context.Context, c *pgxpool.Conn, how string) error {
+	_, err := c.Exec(ctx, fmt.Sprintf("%s; SELECT pg_advisory_unlock(%d)", how, db.lockID))
+	if err != nil {
+		db.abortConn(c)
+	}
+	return err
+}
+
+// abortWrite rolls back a write transaction, with a context of its own
+// (the transaction's may have ended).
+func (db *DB) abortWrite(c *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), db.opts.ConnTimeout)
+	defer cancel()
+	_ = db.end(ctx, c, "ROLLBACK")
 }
 
 // abort rolls back c's transaction; a connection that cannot is dropped.
