@@ -180,8 +180,19 @@ func Start(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// BinEnv, when set, names the directory of initdb and pg_ctl instead of
+// the search below (another version; or a missing one, to see the tests
+// skip, or fail under CI).
+const BinEnv = "AVFS_TEST_PG_BIN"
+
 // binDir finds PostgreSQL's server binaries (Debian keeps them out of PATH).
 func binDir() (string, error) {
+	if d := os.Getenv(BinEnv); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
+			return "", fmt.Errorf("%s=%s: %w", BinEnv, d, err)
+		}
+		return d, nil
+	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	for i := len(dirs) - 1; i >= 0; i-- {
 		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
