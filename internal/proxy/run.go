@@ -35,7 +35,6 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
-	"github.com/agentvfs/agentvfs/internal/kv/sqlite"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/registry"
@@ -588,10 +587,11 @@ func (rt *Runtime) mountAsync(ctx context.Context, req Request) <-chan mounted {
 }
 
 // opensBeside reports whether vault can be opened here while a mount's
-// server opens it too: SQLite vaults can; bbolt locks its file.
+// server opens it too: engines whose files are shared between processes
+// (SQLite) can; one that locks its file (bbolt) cannot.
 func (rt *Runtime) opensBeside(vault string) bool {
-	engine, err := engines.Detect(rt.Home.Path(vault))
-	return err == nil && engine == sqlite.Name
+	caps, err := engines.CapsOf(rt.Home.Path(vault))
+	return err == nil && caps.SharedOpen
 }
 
 // unmountAndWait unmounts a mount this run started and waits until its
