@@ -95,6 +95,11 @@ type Request struct {
 	// (mount/idle.go). Zero unmounts after the run.
 	Linger   time.Duration
 	Approval string
+	// Stdout and Stderr, when set, get the command's output while it
+	// runs, as it comes, whole (the envelope keeps MaxOutput bytes of
+	// each). Each is written from its own goroutine; a failed write is
+	// ignored and the run goes on.
+	Stdout, Stderr io.Writer
 }
 
 // DefaultLinger is how long a run's mount stays for the next run when
@@ -381,7 +386,8 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		return errors.Join(err, stop())
 	}
 	res := run(ctx, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
-		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
+		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput,
+		stdout: req.Stdout, stderr: req.Stderr})
 	unmark()
 	fill(&env.Result, &res)
 	m.interrupted = res.interrupted
