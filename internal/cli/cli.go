@@ -194,7 +194,7 @@ docs/json-contract.md.`,
 	add("files", a.fileCmds()...)
 	add("files", a.importCmd(), a.exportCmd())
 	add("files", a.mountCmds()...)
-	add("proxy", a.proxyCmd(), a.policyCmd())
+	add("proxy", a.proxyCmd(), a.policyCmd(), a.mcpCmd())
 	add("maint", a.fsckCmd(), a.gcCmd(), a.compactCmd(), a.versionCmd(), a.completionCmd())
 	root.SetHelpCommandGroupID("maint")
 	return root
