@@ -36,6 +36,11 @@ type ExecRequest struct {
 	// DefaultLinger, NoLinger unmounts after the run.
 	Linger   time.Duration
 	Approval string // run the request approved under this id
+	// Stdout and Stderr, when set, get the command's output while it
+	// runs, as it comes, all of it (the envelope keeps MaxOutput bytes of
+	// each). Each is written from its own goroutine; a failed write is
+	// ignored and the run goes on.
+	Stdout, Stderr io.Writer
 }
 
 // Limits of a run.
@@ -139,6 +144,7 @@ func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
 		Checkpoint: req.Checkpoint, Env: req.Env, Stdin: req.Stdin,
 		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Linger: req.Linger, Approval: req.Approval,
+		Stdout: req.Stdout, Stderr: req.Stderr,
 	})
 }
 

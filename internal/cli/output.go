@@ -100,6 +100,10 @@ func (a *app) fail(cmd *cobra.Command, err error) int {
 		if usage && cmd != nil {
 			doc["usage"] = cmd.UseLine()
 		}
+		if a.streamLines {
+			(&eventWriter{w: a.env.Stdout}).line(map[string]any{"event": "error", "error": doc})
+			return code
+		}
 		a.emit(doc)
 		return code
 	}

@@ -72,7 +72,7 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 
 func (a *app) proxyExecCmd() *cobra.Command {
 	var req proxy.Request
-	var stdin bool
+	var stdin, stream bool
 	c := &cobra.Command{
 		Use:   "exec [flags] (--shell SCRIPT | -- ARGV...)",
 		Short: "Classify, checkpoint, mount, run one command and report what it changed",
@@ -90,7 +90,13 @@ idle one at once. --linger 0 unmounts after the run; --keep-mount keeps
 the mount until ` + "`avfs unmount`" + `.
 
 The result is one JSON envelope (docs/schema/proxy-exec.json), printed with
---json and whenever stdout is not a terminal. The exit code is the
+--json and whenever stdout is not a terminal. On a terminal without --json
+the command's stdout and stderr pass through as they come, then a one-line
+summary goes to stderr. --stream prints JSON Lines instead
+(docs/schema/proxy-exec-stream.json): {"event":"stdout","data":...} and
+{"event":"stderr","data":...} as the output comes, then
+{"event":"result","envelope":{...}}, or {"event":"error","error":{...}} for
+a run that failed; the envelope still holds the output within --max-output. The exit code is the
 command's, or 14 when the policy denied it, 15 when it awaits approval,
 124 when it timed out (state timed_out), 130 when SIGINT or SIGTERM to
 avfs stopped it (state interrupted): the command's process group gets
@@ -103,6 +109,11 @@ with VaultLocked.
 This is a top-level command boundary, not a sandbox: what an allowed
 program does inside is not watched.`,
 		Args: cobra.ArbitraryArgs,
+		PreRun: func(*cobra.Command, []string) {
+			if stream {
+				a.jsonOut, a.streamLines = true, true
+			}
+		},
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			if req.MaxOutput < 1 {
 				return nil, invalidf("proxy exec", "--max-output must be a positive number of bytes, not %d", req.MaxOutput)
@@ -139,14 +150,30 @@ program does inside is not watched.`,
 			if !a.jsonOut && !a.env.IsTerminal(a.env.Stdout) {
 				a.jsonOut = true
 			}
+			live := !a.jsonOut
+			var events *eventWriter
+			switch {
+			case a.streamLines:
+				events = &eventWriter{w: a.env.Stdout}
+				req.Stdout, req.Stderr = events.stream("stdout"), events.stream("stderr")
+			case live:
+				req.Stdout, req.Stderr = a.env.Stdout, a.env.Stderr
+			}
 			env, err := rt.Exec(a.ctx, req)
+			if events != nil {
+				events.flush()
+			}
 			if env == nil || env.Result.State == proxy.StateFailed {
 				if err == nil {
 					err = &errs.Error{Kind: errs.IoError, Op: "proxy exec", Err: fmt.Errorf("run failed")}
 				}
 				return nil, err
 			}
-			a.emitRun(env)
+			if events != nil {
+				events.line(map[string]any{"event": "result", "envelope": env})
+			} else {
+				a.emitRun(env, live)
+			}
 			return nil, execExit(env)
 		}),
 	}
@@ -164,6 +191,7 @@ program does inside is not watched.`,
 	f.BoolVar(&req.KeepMount, "keep-mount", false, "leave the mount this run starts in place for later runs")
 	f.DurationVar(&req.Linger, "linger", proxy.DefaultLinger, "leave the mount this run starts until idle this long, warm for the next run (0: unmount after the run; default from $AVFS_PROXY_LINGER)")
 	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
+	f.BoolVar(&stream, "stream", false, "print JSON Lines: the output as it comes, then the envelope (implies --json)")
 	return c
 }
 
@@ -189,26 +217,29 @@ func execExit(env *proxy.Envelope) error {
 }
 
 // execResult prints an envelope: as JSON, or for people the command's own
-// output and a summary on stderr.
+// output (unless it went through live) and a summary on stderr.
 type execResult struct {
 	env    *proxy.Envelope
 	stderr io.Writer
+	live   bool // the output was passed through as it came
 }
 
 // emitRun prints an envelope: the envelope itself as JSON, else in its
 // form for people.
-func (a *app) emitRun(env *proxy.Envelope) {
+func (a *app) emitRun(env *proxy.Envelope, live bool) {
 	if a.jsonOut {
 		a.emit(env)
 		return
 	}
-	a.emit(execResult{env: env, stderr: a.env.Stderr})
+	a.emit(execResult{env: env, stderr: a.env.Stderr, live: live})
 }
 
 func (r execResult) human(w io.Writer) {
 	res := r.env.Result
-	io.WriteString(w, res.Stdout)
-	io.WriteString(r.stderr, res.Stderr)
+	if !r.live {
+		io.WriteString(w, res.Stdout)
+		io.WriteString(r.stderr, res.Stderr)
+	}
 	d := res.Decision
 	switch res.State {
 	case proxy.StateDenied:
@@ -329,7 +360,7 @@ func (a *app) proxyShowCmd() *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			a.emitRun(e)
+			a.emitRun(e, false)
 			return nil, nil
 		}),
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -84,46 +83,25 @@ type progress struct {
 	token   any
 	mu      sync.Mutex
 	sent    int64
-	carry   map[string][]byte // an incomplete UTF-8 sequence held for the next piece
 }
 
 // stream is the writer of one stream's output.
 func (p *progress) stream(name string) writerFunc {
+	var chunks proxy.TextChunks
 	return func(b []byte) (int, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if p.carry == nil {
-			p.carry = map[string][]byte{}
-		}
-		data := append(p.carry[name], b...)
-		cut := validPrefix(data)
-		p.carry[name] = append([]byte(nil), data[cut:]...)
-		if cut == 0 {
+		data := chunks.Next(b)
+		if len(data) == 0 {
 			return len(b), nil
 		}
-		p.sent += int64(cut)
+		p.sent += int64(len(data))
 		err := p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: p.token, Progress: float64(p.sent), Message: string(data[:cut]),
+			ProgressToken: p.token, Progress: float64(p.sent), Message: string(data),
 			Meta: mcp.Meta{"stream": name},
 		})
 		return len(b), err
 	}
-}
-
-// validPrefix is how much of b can be sent as text now: all of it but a
-// UTF-8 sequence cut at its end, which waits for its next bytes. Bytes
-// that are not UTF-8 at all are sent as they are (the JSON encoding
-// replaces them).
-func validPrefix(b []byte) int {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				return i
-			}
-			break
-		}
-	}
-	return len(b)
 }
 
 type writerFunc func([]byte) (int, error)
