@@ -386,6 +386,13 @@ func TestFiles(t *testing.T) {
 	if doc := s.fails("file_read", map[string]any{"vault": "nope", "path": "/x"}); doc["error"] != "VaultNotFound" {
 		t.Errorf("read in a missing vault: %v", doc)
 	}
+	// Arguments the schema refuses are refused before the tool runs, with
+	// an error document all the same.
+	for _, args := range []map[string]any{{}, {"path": 7}, {"path": "/x", "head": "ten"}} {
+		if doc := s.fails("file_read", args); doc["error"] != "InvalidInput" || doc["exit_code"] != 5.0 {
+			t.Errorf("file_read(%v): %v", args, doc)
+		}
+	}
 }
 
 func TestReadonlyToolsAndPinnedVault(t *testing.T) {

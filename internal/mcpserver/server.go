@@ -15,6 +15,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -111,6 +112,7 @@ func New(cfg Config) (*mcp.Server, error) {
 	s := &server{cfg: cfg}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "avfs", Title: "avfs workspaces", Version: cfg.Version},
 		&mcp.ServerOptions{Instructions: instructions(cfg)})
+	srv.AddReceivingMiddleware(s.typedErrors)
 	for _, t := range tools {
 		if !s.offers(t) {
 			continue
@@ -186,6 +188,30 @@ func (s *server) toolError(err error) error {
 		b = []byte(fmt.Sprintf(`{"error":"IoError","message":%q}`, err.Error()))
 	}
 	return &toolError{err: err, doc: b}
+}
+
+// typedErrors makes the tool errors the SDK raises itself, before a tool
+// runs (arguments that do not follow the tool's schema), InvalidInput
+// error documents like every other tool error.
+func (s *server) typedErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || !r.IsError {
+			return res, err
+		}
+		var te *toolError
+		if errors.As(r.GetError(), &te) {
+			return res, nil
+		}
+		msg := "the arguments do not follow the tool's input schema"
+		if e := r.GetError(); e != nil {
+			msg = e.Error()
+		}
+		doc := s.toolError(&errs.Error{Kind: errs.InvalidInput, Op: "mcp", Err: errors.New(msg)})
+		r.Content = []mcp.Content{&mcp.TextContent{Text: doc.Error()}}
+		return r, nil
+	}
 }
 
 // handle adapts a typed tool body: its result is the structured content,
