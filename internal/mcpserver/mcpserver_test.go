@@ -676,3 +676,37 @@ func TestHTTPLoopbackOnly(t *testing.T) {
 		t.Errorf("a token others may read: %d %s", code, out)
 	}
 }
+
+// TestWritesBesideALingeringMount: a run's mount lingers for the next run;
+// the file tools write beside it (it gives way) and the next run sees it.
+func TestWritesBesideALingeringMount(t *testing.T) {
+	t.Parallel()
+	needsFuse(t)
+	home := newHome(t)
+	t.Cleanup(func() { checkNoMounts(t, home) })
+	cmd := avfsCmd(home, "mcp")
+	cmd.Env = append(cmd.Env, "AVFS_PROXY_LINGER=1m") // later entries win
+	client := mcp.NewClient(&mcp.Implementation{Name: "avfs-test", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &session{t: t, cs: cs}
+	t.Cleanup(func() { cs.Close() })
+	var env envelope
+	s.ok("exec", map[string]any{"shell": "echo one > one.txt"}, &env)
+	if !env.Success || env.Result.Mountpoint == nil {
+		t.Fatalf("first run: %+v", env)
+	}
+	mnt := *env.Result.Mountpoint
+	t.Cleanup(func() {
+		if code, out, errOut := avfs(t, home, "unmount", mnt); code != 0 {
+			t.Errorf("unmount %s: %s %s", mnt, out, errOut)
+		}
+	})
+	s.ok("file_write", map[string]any{"path": "/two.txt", "content": "two\n"}, nil)
+	s.ok("exec", map[string]any{"shell": "cat one.txt two.txt"}, &env)
+	if env.Result.Stdout != "one\ntwo\n" {
+		t.Errorf("the second run reads %q", env.Result.Stdout)
+	}
+}
