@@ -21,7 +21,7 @@ func TestEditFile(t *testing.T) {
 			nil,
 			{{Old: "", New: "x"}},
 			{{Old: "one", New: "1"}, {Old: "three", New: "3"}}, // the second fails: the first is not kept
-			{{Old: "two", New: "2"}},                          // twice, without All
+			{{Old: "two", New: "2"}},                           // twice, without All
 		} {
 			err := f.v.Update(func(tx *vfs.Tx) error {
 				_, _, _, err := tx.EditFile("/a.txt", bad, false)
