@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -117,7 +118,7 @@ awaiting it, and a person runs ` + "`avfs proxy approve ID`" + `.`,
 
 // isClosed reports the end of a stdio session: the client closed its end.
 func isClosed(err error) bool {
-	return strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "closed")
+	return errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -513,6 +513,16 @@ func TestExecStreamsAndUndo(t *testing.T) {
 	if r.Content != "two\n" {
 		t.Errorf("two.txt holds %q", r.Content)
 	}
+	var in envelope
+	s.ok("exec", map[string]any{"argv": []string{"cat"}, "stdin": "from the agent", "checkpoint": "never"}, &in)
+	if in.Result.Stdout != "from the agent" {
+		t.Errorf("exec with stdin: %+v", in)
+	}
+	for _, bad := range []map[string]any{{"shell": "true", "timeout": "soon"}, {"shell": "true", "argv": []string{"true"}}, {}} {
+		if doc := s.fails("exec", bad); doc["error"] != "InvalidInput" {
+			t.Errorf("exec(%v): %v", bad, doc)
+		}
+	}
 	var u struct {
 		Run    string
 		Undone []string
