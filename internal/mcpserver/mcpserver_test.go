@@ -720,3 +720,35 @@ func TestWritesBesideALingeringMount(t *testing.T) {
 		t.Errorf("the second run reads %q", env.Result.Stdout)
 	}
 }
+
+// A write the quota refuses changes nothing, and says so in its document.
+func TestRefusedWriteChangesNothing(t *testing.T) {
+	t.Parallel()
+	home := newHome(t)
+	if code, out, errOut := avfs(t, home, "vault", "create", "q", "--max-file-size-mb", "1"); code != 0 {
+		t.Fatal(out, errOut)
+	}
+	s := connect(t, home, "--vault", "q")
+	s.ok("file_write", map[string]any{"path": "/keep.txt", "content": "kept"}, nil)
+	big := strings.Repeat("x", 2<<20)
+	for _, p := range []string{"/keep.txt", "/new.txt"} {
+		if doc := s.fails("file_write", map[string]any{"path": p, "content": big}); doc["error"] != "QuotaExceeded" || doc["exit_code"] != 7.0 {
+			t.Errorf("a write over the quota: %v", doc)
+		}
+	}
+	var r struct{ Content string }
+	s.ok("file_read", map[string]any{"path": "/keep.txt"}, &r)
+	if r.Content != "kept" {
+		t.Errorf("a refused write left %q", r.Content)
+	}
+	if doc := s.fails("file_stat", map[string]any{"path": "/new.txt"}); doc["error"] != "NotFound" {
+		t.Errorf("a refused write made a file: %v", doc)
+	}
+	if doc := s.fails("file_edit", map[string]any{"path": "/keep.txt", "edits": []map[string]any{{"old_text": "kept", "new_text": big}}}); doc["error"] != "QuotaExceeded" {
+		t.Errorf("an edit over the quota: %v", doc)
+	}
+	s.ok("file_read", map[string]any{"path": "/keep.txt"}, &r)
+	if r.Content != "kept" {
+		t.Errorf("a refused edit left %q", r.Content)
+	}
+}
