@@ -4,6 +4,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/proxy"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 // Error is the one error type avfs returns: a Kind (the stable name the
@@ -69,6 +70,9 @@ const (
 	ApprovalForged = proxy.ApprovalForged
 	// ApprovalFromRun: approve or reject called from inside a proxy run.
 	ApprovalFromRun = proxy.ApprovalFromRun
+	// IsolationUnavailable: Isolate "on" where the kernel isolation cannot
+	// be made (no bubblewrap, user namespaces refused); nothing ran.
+	IsolationUnavailable = sandbox.Unavailable
 )
 
 // BinaryNotFound is a mount or a proxy run that needs the avfs program

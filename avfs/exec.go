@@ -36,6 +36,11 @@ type ExecRequest struct {
 	// DefaultLinger, NoLinger unmounts after the run.
 	Linger   time.Duration
 	Approval string // run the request approved under this id
+	// Isolate is the kernel boundary of the command: "" or "auto" (user,
+	// mount, PID, IPC, UTS and network namespaces where the host can make
+	// them, else none, as Result.Isolation says), "on" (or fail with
+	// IsolationUnavailable), "off".
+	Isolate string
 	// Stdout and Stderr, when set, get the command's output while it
 	// runs, as it comes, all of it (the envelope keeps MaxOutput bytes of
 	// each). Each is written from its own goroutine; a failed write is
@@ -94,7 +99,8 @@ const (
 // state before the run is saved, the vault is mounted (a live mount of it
 // is reused, else one is started by its own avfs process and unmounted
 // after), the command runs in its own process group with its working
-// directory in the mount, and the paths it changed are listed.
+// directory in the mount (isolated: ExecRequest.Isolate), and the paths
+// it changed are listed.
 //
 // When ctx ends (cancelled, or its deadline passed) the run stops as on a
 // timeout: the command's process group gets SIGTERM, then SIGKILL after
@@ -144,7 +150,7 @@ func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
 		Checkpoint: req.Checkpoint, Env: req.Env, Stdin: req.Stdin,
 		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Linger: req.Linger, Approval: req.Approval,
-		Stdout: req.Stdout, Stderr: req.Stderr,
+		Isolate: req.Isolate, Stdout: req.Stdout, Stderr: req.Stderr,
 	})
 }
 
@@ -208,8 +214,12 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	runDir, err := proxy.RuntimeDir(h.reg.Dir, os.Getenv("XDG_RUNTIME_DIR"))
+	if err != nil {
+		return nil, err
+	}
 	return &proxy.Runtime{
-		Home: h.reg, Policy: p, Store: store,
+		Home: h.reg, Policy: p, Store: store, RunDir: runDir,
 		StartMount: func(ctx context.Context, m proxy.MountSpec) error {
 			opts := &MountOptions{ReadOnly: m.ReadOnly, IdleTimeout: m.IdleTimeout}
 			if m.Owned {

@@ -8,7 +8,7 @@ export AVFS_HOME
 AVFS_HOME=$(mktemp -d)
 # A proxy run leaves its mount for the next run (--linger): end any first.
 cleanup() {
-	for m in "$AVFS_HOME"/proxy/mnt/*; do avfs unmount "$m" >/dev/null 2>&1 || true; done
+	for m in $(avfs mounts 2>/dev/null | awk 'NR > 1 { print $2 }'); do avfs unmount "$m" >/dev/null 2>&1 || true; done
 	rm -rf "$AVFS_HOME" ${MNT:+"$MNT"}
 }
 trap cleanup EXIT

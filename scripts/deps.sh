@@ -8,9 +8,18 @@ command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v tar >/dev/null 2>&1 || need+=(tar)
+# proxy exec runs commands in namespaces made by bubblewrap (--isolate).
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # The npm package's tests (make test-npm); machines of this kind ship
 # Node.js 20, Debian's is the fallback.
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
+# Other users mount through fusermount3, which opens /dev/fuse: Debian's
+# udev rule makes it 0666; machines without udev (containers) leave it
+# 0600, and the proxy's tests as an unprivileged user skip.
+if [ "$(id -u)" -eq 0 ] && [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+  echo "avfs: chmod 0666 /dev/fuse (as Debian's udev does)" >&2
+  chmod 0666 /dev/fuse
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "avfs: missing Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2

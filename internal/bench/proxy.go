@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/agentvfs/agentvfs/internal/proxy"
 )
 
 // avfsBinary finds the avfs binary the benchmarks run: $AVFS_BIN,
@@ -65,7 +67,11 @@ func Proxy(cfg Config) error {
 		}
 		return out, err
 	}
-	// The lingering mount goes before the home does.
+	// The lingering mount goes before the home does, and then the
+	// runtime dir of its mountpoint.
+	if runDir, err := proxy.RuntimeDir(home, ""); err == nil {
+		defer os.RemoveAll(runDir)
+	}
 	defer func() {
 		out, _ := avfs("mounts", "--json")
 		var r struct {
@@ -89,6 +95,9 @@ func Proxy(cfg Config) error {
 		{"every run mounts (--linger 0)", cfg.Reps, []string{"--linger", "0"}},
 		{"default, first run (mounts)", 1, nil},
 		{"default, later runs (mount reused)", cfg.Reps, nil},
+		// Warm, side by side: the same runs isolated and not.
+		{"warm, --isolate on", cfg.Reps, []string{"--isolate", "on"}},
+		{"warm, --isolate off", cfg.Reps, []string{"--isolate", "off"}},
 	} {
 		stages := map[string][]float64{}
 		args := append(append([]string{"proxy", "exec", "--json"}, m.args...), "--", "true")
@@ -122,6 +131,32 @@ func Proxy(cfg Config) error {
 		}
 		fmt.Fprintf(cfg.Out, "%-34s %-12s %s\n", m.label, ms(total), line)
 	}
-	fmt.Fprintf(cfg.Out, "target: under %s median, end to end with mount and envelope\n", ms(25*time.Millisecond))
+	fmt.Fprintf(cfg.Out, "target: under %s median, end to end with mount and envelope, isolated too\n", ms(25*time.Millisecond))
+	return namespaceCost(cfg)
+}
+
+// namespaceCost measures what the isolation itself costs to start:
+// bubblewrap making the namespaces of a run (user, mount, PID, IPC, UTS,
+// network, a read-only root, a private /tmp) around true, beside true
+// started directly.
+func namespaceCost(cfg Config) error {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		fmt.Fprintln(cfg.Out, "namespace set-up: skipped (no bwrap; Debian: bubblewrap)")
+		return nil
+	}
+	plain, err := median(cfg.Reps, func() error { return exec.Command("true").Run() })
+	if err != nil {
+		return err
+	}
+	ns, err := median(cfg.Reps, func() error {
+		return exec.Command(bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+			"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+			"--tmpfs", "/tmp", "--", "true").Run()
+	})
+	if err != nil {
+		return fmt.Errorf("bwrap: %w", err)
+	}
+	fmt.Fprintf(cfg.Out, "%-34s %-12s (true alone: %s; a run's set-up adds its hidden paths and binds)\n", "namespace set-up (bwrap true)", ms(ns), ms(plain))
 	return nil
 }

@@ -380,11 +380,7 @@ server finish when the last of them is closed.`,
 				return nil, &errs.Error{Kind: mount.NotMounted, Op: "unmount", Path: mnt,
 					Err: errors.New("no avfs mount at this directory")}
 			}
-			flags := 0
-			if lazy {
-				flags = mount.MNTDetach
-			}
-			if err := syscall.Unmount(mnt, flags); err != nil {
+			if err := mount.Unmount(mnt, lazy); err != nil {
 				if errors.Is(err, syscall.EBUSY) {
 					return nil, &errs.Error{Kind: mount.MountBusy, Op: "unmount", Path: mnt, Err: err,
 						Hint: "close the files in use, or pass --lazy"}

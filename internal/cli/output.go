@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/proxy"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 // ExitCode is one row of the documented, stable exit code table.
@@ -44,6 +45,7 @@ var ExitCodes = []ExitCode{
 	{15, "proxy exec: the command awaits approval, or --approval is not approved, rejected, expired, used, for another request or not made by proxy approve",
 		[]errs.Kind{proxy.ApprovalRequired, proxy.ApprovalRejected, proxy.ApprovalExpired, proxy.ApprovalUsed, proxy.ApprovalMismatch, proxy.ApprovalForged}},
 	{16, "FUSE is not available: mount and proxy exec need /dev/fuse (Linux) or macFUSE (macOS)", []errs.Kind{errs.FuseUnavailable}},
+	{17, "proxy exec --isolate on: the kernel isolation is unavailable here; nothing ran", []errs.Kind{sandbox.Unavailable}},
 	{124, "proxy exec: the command timed out, state `timed_out` (its own exit code is in the envelope)", nil},
 	{130, "interrupted by a signal; for proxy exec, a run printed with state `interrupted`", []errs.Kind{errs.Interrupted}},
 }

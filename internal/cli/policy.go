@@ -12,6 +12,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 func (a *app) policyCmd() *cobra.Command {
@@ -67,6 +68,7 @@ func (r policyResult) human(w io.Writer) {
 			fmt.Fprintf(w, "rule %s: program %v args %v categories %v → %s\n", rule.ID, rule.Program, rule.Args, rule.Categories, rule.Action)
 		}
 	}
+	fmt.Fprintf(w, "sandbox: hide %v read_only %v writable %v\n", r.Sandbox.Hide, r.Sandbox.ReadOnly, r.Sandbox.Writable)
 }
 
 func (a *app) policyShowCmd() *cobra.Command {
@@ -99,6 +101,9 @@ type checkResult struct {
 	Vault         *string         `json:"vault"`
 	Request       policy.Request  `json:"request"`
 	Decision      policy.Decision `json:"decision"`
+	// Isolation is the boundary proxy exec would run the command in
+	// (unapproved; null without a vault, whose mount it depends on).
+	Isolation *sandbox.Isolation `json:"isolation"`
 }
 
 func (r checkResult) human(w io.Writer) {
@@ -111,10 +116,16 @@ func (r checkResult) human(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-22s %-22s %s [%s]%s\n", c.Program, c.Action, c.Reason, strings.Join(c.Categories, ","), dyn)
 	}
+	if i := r.Isolation; i != nil {
+		fmt.Fprintf(w, "isolation: %s, network %s: %s\n", i.Mode, i.Network, i.Reason)
+		if len(i.Hidden) > 0 {
+			fmt.Fprintf(w, "  hidden: %s\n", strings.Join(i.Hidden, " "))
+		}
+	}
 }
 
 func (a *app) policyCheckCmd() *cobra.Command {
-	var shell, cwd string
+	var shell, cwd, isolate string
 	var env []string
 	c := &cobra.Command{
 		Use:   "check [--shell SCRIPT | -- ARGV...]",
@@ -137,7 +148,18 @@ func (a *app) policyCheckCmd() *cobra.Command {
 					return nil, err
 				}
 				r.Vault = &vault
-				r.Decision = (&proxy.Runtime{Home: h, Policy: p}).Classify(vault, req)
+				rt, err := a.proxyRuntime(h, vault)
+				if err != nil {
+					return nil, err
+				}
+				r.Decision = rt.Classify(vault, req)
+				// The mount a run would start; a live one it would reuse
+				// is bound the same way.
+				plan, err := rt.Sandbox(proxy.Request{Vault: vault, Isolate: isolate}, r.Decision, false, rt.Mountpoint(vault, false), false)
+				if err != nil {
+					return nil, err
+				}
+				r.Isolation = &plan.Isolation
 			} else {
 				r.Decision = policy.Classify(req, p)
 			}
@@ -148,5 +170,6 @@ func (a *app) policyCheckCmd() *cobra.Command {
 	c.Flags().StringVar(&shell, "shell", "", "a shell script to classify as a whole")
 	c.Flags().StringVar(&cwd, "cwd", "/", "working directory inside the vault (for .. checks, through the vault's symlinks)")
 	c.Flags().StringArrayVar(&env, "env", nil, "KEY=VALUE the command would get with proxy exec --env (repeatable)")
+	c.Flags().StringVar(&isolate, "isolate", string(sandbox.Auto), "the --isolate of the run to show: auto, on or off")
 	return c
 }

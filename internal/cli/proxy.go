@@ -15,6 +15,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 // Exit codes of proxy exec that are not the command's own (see ExitCodes).
@@ -56,8 +57,13 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
+	runDir, err := proxy.RuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR"))
+	if err != nil {
+		return nil, err
+	}
 	return &proxy.Runtime{
-		Home: h, Policy: p, Store: store,
+		Home: h, Policy: p, Store: store, RunDir: runDir,
+		Bwrap: func() (string, error) { return sandbox.Bwrap(a.env.Getenv) },
 		StartMount: func(ctx context.Context, m proxy.MountSpec) error {
 			sa := serverArgs{readonly: m.ReadOnly, idle: m.IdleTimeout}
 			if m.Owned {
@@ -106,8 +112,14 @@ and kept, its changes listed. Require_approval is a real flow: a person runs
 that request, once. Two runs on one vault do not queue: the second fails
 with VaultLocked.
 
-This is a top-level command boundary, not a sandbox: what an allowed
-program does inside is not watched.`,
+--isolate (default auto) runs the command in fresh user, mount, PID, IPC,
+UTS and network namespaces (bubblewrap): the host's root read-only, the
+workspace and the [sandbox] writable dirs (Go's and npm's caches by
+default) writable, /tmp private, $AVFS_HOME, the runtime dir of the
+mounts and the user's secrets hidden, no network unless the request was
+approved or a rule says network = "host". auto runs without namespaces
+where the host cannot make them, and says so in result.isolation; on
+refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 		Args: cobra.ArbitraryArgs,
 		PreRun: func(*cobra.Command, []string) {
 			if stream {
@@ -137,6 +149,9 @@ program does inside is not watched.`,
 			}
 			if !cmd.Flags().Changed("timeout") {
 				req.Timeout = proxy.DefaultTimeout
+			}
+			if !cmd.Flags().Changed("isolate") {
+				req.Isolate = "" // auto, or what an --approval was approved with
 			}
 			if !cmd.Flags().Changed("linger") {
 				if req.Linger, err = proxy.LingerFrom(a.env.Getenv("AVFS_PROXY_LINGER")); err != nil {
@@ -191,6 +206,7 @@ program does inside is not watched.`,
 	f.BoolVar(&req.KeepMount, "keep-mount", false, "leave the mount this run starts in place for later runs")
 	f.DurationVar(&req.Linger, "linger", proxy.DefaultLinger, "leave the mount this run starts until idle this long, warm for the next run (0: unmount after the run; default from $AVFS_PROXY_LINGER)")
 	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
+	f.StringVar(&req.Isolate, "isolate", string(sandbox.Auto), "kernel isolation of the command: auto, on or off")
 	f.BoolVar(&stream, "stream", false, "print JSON Lines: the output as it comes, then the envelope (implies --json)")
 	return c
 }

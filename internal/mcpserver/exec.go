@@ -26,6 +26,7 @@ type ExecArgs struct {
 	Checkpoint string   `json:"checkpoint,omitempty" jsonschema:"keep the pre-run checkpoint: auto (default), always or never"`
 	MaxOutput  int64    `json:"max_output,omitempty" jsonschema:"bytes of stdout and of stderr kept in the envelope (default 1 MiB)"`
 	Approval   string   `json:"approval,omitempty" jsonschema:"run the request a person approved under this id (avfs proxy approve ID)"`
+	Isolate    string   `json:"isolate,omitempty" jsonschema:"kernel isolation of the command: auto (default), on or off"`
 }
 
 // execTool runs a command through the proxy. Its result is the envelope
@@ -38,7 +39,7 @@ func execTool(s *server, ctx context.Context, req *mcp.CallToolRequest, in ExecA
 		return nil, err
 	}
 	r := proxy.Request{Vault: vault, Argv: in.Argv, Shell: in.Shell, Cwd: in.Cwd, Env: in.Env,
-		Readonly: in.ReadOnly, Checkpoint: in.Checkpoint, MaxOutput: in.MaxOutput, Approval: in.Approval,
+		Readonly: in.ReadOnly, Checkpoint: in.Checkpoint, MaxOutput: in.MaxOutput, Approval: in.Approval, Isolate: in.Isolate,
 		Timeout: proxy.DefaultTimeout, Grace: proxy.DefaultGrace, Linger: s.cfg.Linger}
 	if len(in.Argv) > 0 && in.Shell != "" {
 		return nil, errs.New(errs.InvalidInput, "proxy exec", "give argv or shell, not both")

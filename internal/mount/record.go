@@ -173,7 +173,7 @@ func Prune(h *registry.Home) ([]Info, error) {
 			continue
 		}
 		if IsAvfsMount(info.Mountpoint) {
-			_ = syscall.Unmount(info.Mountpoint, MNTDetach)
+			_ = Unmount(info.Mountpoint, true)
 		}
 		p := filepath.Join(dir, recordKey(info.Mountpoint)+".json")
 		// Only remove it if still stale: a new server may have taken it.

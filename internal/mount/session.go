@@ -269,7 +269,7 @@ func (s *Session) mount() error {
 			FsName:            "avfs:" + o.Vault,
 			Name:              "avfs",
 			DirectMount:       true,
-			DirectMountStrict: true,
+			DirectMountStrict: os.Geteuid() == 0, // others mount through fusermount3
 			AllowOther:        os.Geteuid() == 0,
 			// The kernel checks permissions against the mode bits, as
 			// on a local disk.
@@ -459,11 +459,7 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // unmount unmounts dir: EBUSY becomes MountBusy, EINVAL (not a mount
 // point) NotMounted.
 func unmount(dir string, lazy bool) error {
-	flags := 0
-	if lazy {
-		flags = MNTDetach
-	}
-	err := syscall.Unmount(dir, flags)
+	err := Unmount(dir, lazy)
 	switch {
 	case err == nil:
 		return nil

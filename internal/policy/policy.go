@@ -20,9 +20,10 @@
 // the shell that runs them. A word known only at run time is never
 // allowed without a checkpoint, and the decision says so (Dynamic).
 //
-// This is a text classifier, not a sandbox: a program that is allowed may
-// itself do anything its code does (a Python script that opens a socket is
-// not seen). Kernel isolation is what stops that.
+// This reads the command line only: a program that is allowed may itself do
+// anything its code does (a Python script that opens a socket is not
+// seen). The proxy runs what is allowed in namespaces that hold the
+// decision (package sandbox); without them this is the only wall.
 package policy
 
 import (

@@ -161,6 +161,8 @@ func TestDynamic(t *testing.T) {
 		{"$ x=a; read x; cat $x", AllowWithCheckpoint, true},
 		{"$ cat < $f", AllowWithCheckpoint, true},
 		{"$ ls | xargs cat", AllowWithCheckpoint, true},
+		{"$ echo curl x | xargs -I{} sh -c '{}'", Deny, false},
+		{"$ echo x | xargs -I{} cat {}", AllowWithCheckpoint, true},
 		{"$ [ -f x ] && cat x", Allow, false},
 	} {
 		d := Classify(lineRequest(t, c.line), nil)

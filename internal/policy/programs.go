@@ -93,7 +93,7 @@ func (s *scanner) command(argv []string, dyn []bool, level int) *finding {
 		f.add(HostEscape, hostWhy)
 		hostWhy = ""
 	}
-	if contains(wrapped, "xargs") && isShell(prog) && shellScriptFromArgs(argv[1:]) {
+	if contains(wrapped, "xargs") && isShell(prog) && (shellScriptFromArgs(argv[1:]) || s.replacedByXargs(argv[1:])) {
 		s.deny(prog, "%s -c reads its script from xargs's input", prog)
 		return nil
 	}
@@ -130,6 +130,20 @@ func (s *scanner) command(argv []string, dyn []bool, level int) *finding {
 
 // declares are the builtins whose NAME=VALUE arguments are assignments.
 var declares = set("export", "local", "declare", "readonly", "typeset")
+
+// replacedByXargs reports an argument that holds xargs -I's replace
+// string: xargs puts a line of its input there (xargs -I{} sh -c '{}').
+func (s *scanner) replacedByXargs(args []string) bool {
+	if s.xargsReplace == "" {
+		return false
+	}
+	for _, a := range args {
+		if strings.Contains(a, s.xargsReplace) {
+			return true
+		}
+	}
+	return false
+}
 
 // shellScriptFromArgs reports sh -c without its script among args (xargs
 // appends it from its input).
@@ -231,7 +245,7 @@ func init() {
 		"mkfifo": mutating, "mknod": mutating, "split": mutating, "csplit": mutating, "awk": classifyAwk,
 		"gawk": classifyAwk, "mawk": classifyAwk, "perl": mutating, "gcc": mutating, "cc": mutating, "g++": mutating,
 		"clang": mutating, "rustc": mutating, "javac": mutating, "tsc": mutating, "protoc": mutating,
-		"sqlite3": mutating, "source": mutating, ".": mutating, "rename": mutating, "sync": mutating,
+		"sqlite3": classifySqlite, "getent": classifyGetent, "source": mutating, ".": mutating, "rename": mutating, "sync": mutating,
 		"rm": classifyRm, "find": classifyFind, "sed": classifySed, "tar": classifyTar, "kill": classifyKill,
 		// Bulk overwrites.
 		"truncate": destructive, "dd": destructive, "shred": destructive, "wipefs": destructive,

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"regexp"
 	"strings"
 )
 
@@ -59,6 +60,10 @@ func classifyKill(s *scanner, f *finding, c call) bool {
 		}
 		if c.dyn[i] && !s.childPid(a) {
 			f.add(HostEscape, "kill of a pid computed when the script runs, which may be a group or -1")
+			return false
+		}
+		if a == "1" {
+			f.add(HostEscape, "kill 1 signals the host's init, never a process of the run")
 			return false
 		}
 		if strings.HasPrefix(a, "-") {
@@ -204,9 +209,48 @@ func classifyAwk(s *scanner, f *finding, c call) bool {
 	for _, a := range c.args {
 		if strings.Contains(a, "/inet/") || strings.Contains(a, "/inet4/") || strings.Contains(a, "/inet6/") {
 			f.add(Networked, f.program+" opens a network connection through /inet")
+			return false
 		}
 	}
-	f.add(Mutating, f.program+" runs a program that can write files and run commands")
+	for _, a := range c.args {
+		if awkRunsCommands.MatchString(a) {
+			f.add(Unparsable, f.program+" runs commands from its program (system(), a pipe to or from a command), which the policy cannot see")
+			return false
+		}
+	}
+	f.add(Mutating, f.program+" runs a program that can write files")
+	return false
+}
+
+// awkRunsCommands matches what in an awk program starts a command:
+// system(…), cmd | getline, print … | "cmd", and gawk's coprocess |&.
+var awkRunsCommands = regexp.MustCompile(`system\s*\(|\|\s*getline|\|&|\|\s*"`)
+
+// classifySqlite: sqlite3 writes its database; its dot-commands and some
+// SQL functions reach past it (.shell, .system, readfile(), …).
+func classifySqlite(s *scanner, f *finding, c call) bool {
+	for _, a := range c.args {
+		if m := sqliteReachesOut.FindString(a); m != "" {
+			f.add(Unparsable, "sqlite3 "+strings.TrimSpace(m)+" runs commands or reads and writes files past the database")
+			return false
+		}
+	}
+	f.add(Mutating, "sqlite3 writes its database")
+	return false
+}
+
+var sqliteReachesOut = regexp.MustCompile(`(?i)(^|\s|;)\.(shell|system|load|output|once|import|read|excel|edit|cd)\b|\b(readfile|writefile|edit|load_extension)\s*\(`)
+
+// classifyGetent: getent reads the system's databases; shadow and gshadow
+// hold password hashes.
+func classifyGetent(s *scanner, f *finding, c call) bool {
+	for _, a := range c.args {
+		if a == "shadow" || a == "gshadow" {
+			f.add(HostEscape, "getent "+a+" reads the host's password hashes")
+			return false
+		}
+	}
+	f.add(ReadOnly, "getent reads the system's name databases")
 	return false
 }
 

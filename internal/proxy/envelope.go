@@ -15,6 +15,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/atomicfile"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 // SchemaVersion is the version of the envelope (docs/schema/proxy-exec.json).
@@ -78,6 +79,7 @@ type RequestInfo struct {
 	Stdin          bool     `json:"stdin"`
 	EnvKeys        []string `json:"env_keys"` // the names given with --env; values are not kept
 	Approval       *string  `json:"approval"` // the approval this run uses
+	Isolate        string   `json:"isolate"`  // --isolate: auto, on or off
 }
 
 // Result is what happened.
@@ -102,11 +104,14 @@ type Result struct {
 	Changes         []Change           `json:"changes"`
 	RenamesDetected bool               `json:"renames_detected"`
 	Decision        policy.Decision    `json:"decision"`
-	State           string             `json:"state"`
-	TimedOut        bool               `json:"timed_out"`
-	Approval        *Approval          `json:"approval"`
-	Error           *ErrorInfo         `json:"error"`
-	UndoneBy        *string            `json:"undone_by"`
+	// Isolation is the boundary the command ran in (null when it did
+	// not run: denied, awaiting approval, or failed before).
+	Isolation *sandbox.Isolation `json:"isolation"`
+	State     string             `json:"state"`
+	TimedOut  bool               `json:"timed_out"`
+	Approval  *Approval          `json:"approval"`
+	Error     *ErrorInfo         `json:"error"`
+	UndoneBy  *string            `json:"undone_by"`
 }
 
 // CheckpointInfo is the run's pre-run checkpoint. Kept is false when the

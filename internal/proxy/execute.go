@@ -23,6 +23,11 @@ type execSpec struct {
 	timeout   time.Duration
 	grace     time.Duration
 	maxOutput int64
+	extra     []*os.File // inherited as fds 3, 4, ...
+	// group is the process group a timeout signals, when it is not the
+	// started process's own (a sandbox's command runs in a session of
+	// its own, so that its supervisor is not signalled); 0 when unknown.
+	group func() int
 	// stdout and stderr, when set, get the output as it comes, besides
 	// what is kept (see Request.Stdout).
 	stdout, stderr io.Writer
@@ -111,6 +116,7 @@ func run(ctx context.Context, spec execSpec) execResult {
 	cmd := exec.Command(spec.argv[0], spec.argv[1:]...)
 	cmd.Dir, cmd.Env = spec.dir, spec.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.stdin, outW, errW
+	cmd.ExtraFiles = spec.extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		finish()
@@ -125,6 +131,14 @@ func run(ctx context.Context, spec execSpec) execResult {
 		return res
 	}
 	pgid := cmd.Process.Pid
+	target := func() int {
+		if spec.group != nil {
+			if g := spec.group(); g > 0 {
+				return g
+			}
+		}
+		return pgid
+	}
 	exited := make(chan struct{})
 	var timeout <-chan time.Time // nil: no limit
 	if spec.timeout > 0 {
@@ -147,12 +161,13 @@ func run(ctx context.Context, spec execSpec) execResult {
 			interrupted = true
 			mu.Unlock()
 		}
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = syscall.Kill(-target(), syscall.SIGTERM)
 		g := time.NewTimer(spec.grace)
 		defer g.Stop()
 		select {
 		case <-exited:
 		case <-g.C:
+			_ = syscall.Kill(-target(), syscall.SIGKILL)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,10 +28,9 @@ func TestMain(m *testing.M) {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Setenv("AVFS_PROXY_TEST_AS_AVFS", "1") // for the children only
+	flag.Parse()
 	code := m.Run()
-	if avfsBin.dir != "" {
-		os.RemoveAll(avfsBin.dir)
-	}
+	removeBinary()
 	os.Exit(code)
 }
 
@@ -49,22 +49,31 @@ func newEnv(t *testing.T) *env {
 		t.Skip("needs root and /dev/fuse")
 	}
 	e := &env{t: t, home: t.TempDir(), linger: "0"}
-	t.Cleanup(func() { checkNoMounts(t, e.home) })
+	t.Cleanup(func() {
+		checkNoMounts(t, e.home)
+		if d, err := proxy.RuntimeDir(e.home, ""); err == nil {
+			_ = os.RemoveAll(d)
+		}
+	})
 	if code, out, errOut := e.avfs("", "vault", "create", "v", "--use"); code != 0 {
 		t.Fatalf("vault create: %d %s %s", code, out, errOut)
 	}
 	return e
 }
 
-// checkNoMounts fails the test if a mount under home is left behind, and
-// detaches it so that the next test is not affected.
+// checkNoMounts fails the test if a mount under home or its runtime dir
+// is left behind, and detaches it so that the next test is not affected.
 func checkNoMounts(t *testing.T, home string) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
+	runDir, err := proxy.RuntimeDir(home, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], home) {
+		if f := strings.Fields(line); len(f) > 4 && (strings.HasPrefix(f[4], home) || strings.HasPrefix(f[4], runDir)) {
 			t.Errorf("mount left behind: %s", f[4])
 			e := &env{t: t, home: home}
 			e.avfs("", "unmount", "--lazy", f[4])
@@ -174,8 +183,11 @@ func TestDenyTouchesNothing(t *testing.T) {
 	if cps := e.checkpoints(); len(cps) != 0 {
 		t.Errorf("denied run left checkpoints %v", cps)
 	}
-	if _, err := os.Stat(filepath.Join(e.home, "proxy", "mnt")); !os.IsNotExist(err) {
-		t.Errorf("denied run made a mountpoint: %v", err)
+	runDir, _ := proxy.RuntimeDir(e.home, "")
+	for _, d := range []string{filepath.Join(e.home, "proxy", "mnt"), filepath.Join(runDir, "mnt")} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("denied run made a mountpoint: %v", err)
+		}
 	}
 	if ents, _ := os.ReadDir(filepath.Join(e.home, "mounts")); len(ents) != 0 {
 		t.Errorf("denied run left mount records: %v", ents)

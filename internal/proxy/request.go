@@ -14,6 +14,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
 
 // request validates a request, fills in its defaults, and builds the
@@ -49,6 +50,9 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 	default:
 		return nil, nil, errs.New(errs.InvalidInput, "proxy exec", "--checkpoint must be auto, always or never, not %q", req.Checkpoint)
 	}
+	if _, err := sandbox.ParseMode(req.Isolate); err != nil {
+		return nil, nil, err
+	}
 	if req.Timeout < 0 || req.Grace < 0 {
 		return nil, nil, errs.New(errs.InvalidInput, "proxy exec", "--timeout and --grace cannot be negative")
 	}
@@ -79,7 +83,7 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 			CheckpointMode: req.Checkpoint, Command: slices.Clone(command), CommandMode: mode,
 			Timeout: req.Timeout.String(), TimeoutMs: float64(req.Timeout.Microseconds()) / 1000,
 			GraceMs: float64(req.Grace.Microseconds()) / 1000, MaxOutput: req.MaxOutput,
-			Stdin: req.Stdin != nil, EnvKeys: append([]string{}, keys...),
+			Stdin: req.Stdin != nil, EnvKeys: append([]string{}, keys...), Isolate: isolateOf(req.Isolate),
 		},
 		Result: Result{
 			Vault: req.Vault, Cwd: req.Cwd, Command: slices.Clone(command), StageMs: map[string]float64{},
@@ -93,6 +97,14 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 		env.Request.Approval = &approved.ID
 	}
 	return env, approved, nil
+}
+
+// isolateOf is the --isolate a request asks for, "" being auto.
+func isolateOf(m string) string {
+	if m == "" {
+		return string(sandbox.Auto)
+	}
+	return m
 }
 
 // cleanCwd makes --cwd an absolute, clean path inside the vault; ".."
@@ -113,6 +125,17 @@ func cleanCwd(cwd string) (string, error) {
 	return path.Clean("/" + cwd), nil
 }
 
+// isolateRank orders --isolate values from the loosest: off, auto, on.
+func isolateRank(m string) int {
+	switch sandbox.Mode(m) {
+	case sandbox.Off:
+		return 0
+	case sandbox.On:
+		return 2
+	}
+	return 1
+}
+
 // checkApproval checks that --approval names an approved, unused,
 // unexpired approval of the same request, and makes the request exactly
 // that one: a command given again must be the same.
@@ -131,6 +154,14 @@ func (rt *Runtime) checkApproval(req *Request) (*Envelope, error) {
 	}
 	if req.Vault != want.Vault {
 		return nil, mismatch("vault (" + want.Vault + ")")
+	}
+	// The person approved the run with its boundary: it may run with a
+	// stricter --isolate, never a looser one.
+	if req.Isolate == "" {
+		req.Isolate = want.Isolate
+	}
+	if want.Isolate != "" && isolateRank(req.Isolate) < isolateRank(want.Isolate) {
+		return nil, mismatch("isolation (--isolate " + want.Isolate + ")")
 	}
 	if req.Cwd != "" {
 		if c, err := cleanCwd(req.Cwd); err != nil || c != want.Cwd {

@@ -39,6 +39,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -95,6 +96,8 @@ type Request struct {
 	// (mount/idle.go). Zero unmounts after the run.
 	Linger   time.Duration
 	Approval string
+	// Isolate is --isolate: auto (""), on or off (package sandbox).
+	Isolate string
 	// Stdout and Stderr, when set, get the command's output while it
 	// runs, as it comes, whole (the envelope keeps MaxOutput bytes of
 	// each). Each is written from its own goroutine; a failed write is
@@ -152,8 +155,13 @@ type Runtime struct {
 	// StartMount serves a vault from a separate process and returns once
 	// the mount answers; when ctx ends first it stops that process and
 	// returns an Interrupted error.
-	StartMount  func(context.Context, MountSpec) error
-	Environ     []string // the command's base environment
+	StartMount func(context.Context, MountSpec) error
+	Environ    []string // the command's base environment
+	// RunDir is the runtime dir of this home's mounts (RuntimeDir).
+	RunDir string
+	// Bwrap finds bubblewrap, or says why isolation is unavailable
+	// (nil: sandbox.Bwrap with this process's environment).
+	Bwrap       func() (string, error)
 	Now         func() time.Time
 	ApprovalTTL time.Duration
 	// Getenv is this process's environment, where `proxy approve` looks
@@ -294,6 +302,11 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	if err := mount.Available(); err != nil { // the run needs a mount: fail before using an approval, locking or checkpointing
 		return err
 	}
+	if req.Isolate == string(sandbox.On) { // --isolate on where it cannot be: nothing is touched
+		if _, err := rt.isolationAvailable(); err != nil {
+			return err
+		}
+	}
 	if approved != nil {
 		a, err := rt.useApproval(approved.ID, env.ID)
 		if err != nil {
@@ -377,6 +390,11 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	if err != nil {
 		return errors.Join(err, stop())
 	}
+	plan, err := rt.Sandbox(req, d, approved != nil, mnt, true)
+	if err != nil {
+		_ = stop()
+		return err
+	}
 
 	if err := m.enter(StateExecute); err != nil {
 		return errors.Join(err, stop())
@@ -385,10 +403,14 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	if err != nil {
 		return errors.Join(err, stop())
 	}
-	res := run(ctx, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
+	res, err := rt.runIn(ctx, plan, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
 		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput,
 		stdout: req.Stdout, stderr: req.Stderr})
 	unmark()
+	env.Result.Isolation = &plan.Isolation
+	if err != nil {
+		return errors.Join(err, stop())
+	}
 	fill(&env.Result, &res)
 	m.interrupted = res.interrupted
 
@@ -511,8 +533,8 @@ func workdir(mnt, cwd string) (string, error) {
 }
 
 // mount finds a live mount of the vault to reuse (read-write, or
-// read-only for a read-only request) or starts one under
-// $AVFS_HOME/proxy/mnt/. started is true when this run started it.
+// read-only for a read-only request) or starts one in the runtime dir
+// (rt.Mountpoint). started is true when this run started it.
 func (rt *Runtime) mount(ctx context.Context, req Request) (mnt string, started bool, err error) {
 	infos, err := mount.List(rt.Home)
 	if err != nil {
@@ -531,17 +553,16 @@ func (rt *Runtime) mount(ctx context.Context, req Request) (mnt string, started 
 	if stale {
 		_, _ = mount.Prune(rt.Home)
 	}
-	name := req.Vault
-	if req.Readonly {
-		name += ".ro"
+	if rt.RunDir == "" {
+		return "", false, &errs.Error{Kind: errs.IoError, Op: "proxy mount", Err: fmt.Errorf("internal error: no runtime dir")}
 	}
-	mnt = filepath.Join(rt.Home.Dir, "proxy", "mnt", name)
+	mnt = rt.Mountpoint(req.Vault, req.Readonly)
 	if err := os.MkdirAll(mnt, 0o700); err != nil {
 		return "", false, &errs.Error{Kind: errs.IoError, Op: "proxy mount", Path: mnt, Err: err}
 	}
 	if mount.IsAvfsMount(mnt) {
 		// A mount the records do not know (a crashed server): detach it.
-		_ = syscall.Unmount(mnt, mount.MNTDetach)
+		_ = mount.Unmount(mnt, true)
 	}
 	spec := MountSpec{Vault: req.Vault, Mountpoint: mnt, ReadOnly: req.Readonly,
 		Owned: !req.lingers(), IdleTimeout: req.idleTimeout()}
@@ -584,9 +605,9 @@ func (rt *Runtime) opensBeside(vault string) bool {
 // the command's group) is detached instead, and its server finishes when
 // the last file is closed.
 func unmountAndWait(h *registry.Home, mnt string) error {
-	err := syscall.Unmount(mnt, 0)
-	if err == syscall.EBUSY {
-		err = syscall.Unmount(mnt, mount.MNTDetach)
+	err := mount.Unmount(mnt, false)
+	if errors.Is(err, syscall.EBUSY) {
+		err = mount.Unmount(mnt, true)
 	}
 	if err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "proxy unmount", Path: mnt, Err: err}

@@ -9,42 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/proxy"
 )
-
-// The avfs program built from this checkout, for the tests that signal a
-// real avfs process: the test binary stands in for avfs elsewhere, but
-// without cmd/avfs's signal handling.
-var avfsBin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-func buildAvfs(t *testing.T) string {
-	t.Helper()
-	avfsBin.once.Do(func() {
-		if avfsBin.dir, avfsBin.err = os.MkdirTemp("", "avfs-proxy-bin-"); avfsBin.err != nil {
-			return
-		}
-		avfsBin.path = filepath.Join(avfsBin.dir, "avfs")
-		build := exec.Command("go", "build", "-o", avfsBin.path, "github.com/agentvfs/agentvfs/cmd/avfs")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			avfsBin.err = fmt.Errorf("building avfs: %v\n%s", err, out)
-		}
-	})
-	if avfsBin.err != nil {
-		t.Fatal(avfsBin.err)
-	}
-	return avfsBin.path
-}
 
 // TestSignalStopsRun sends SIGINT or SIGTERM to a real `avfs proxy exec`
 // while its command sleeps: the command's group gets SIGTERM, then SIGKILL
@@ -64,7 +34,7 @@ func TestSignalStopsRun(t *testing.T) {
 		{"SIGTERM", syscall.SIGTERM, false, "SIGTERM"},
 		{"SIGINT-command-ignores-SIGTERM", syscall.SIGINT, true, "SIGKILL"},
 	}
-	bin := buildAvfs(t)
+	bin := avfsBinary(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

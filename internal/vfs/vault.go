@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -104,7 +105,10 @@ func Create(eng kv.Engine, name string, quota Quota) (*Vault, error) {
 		if err := initFile(kt, hdr, uint64(RootIno)+1, 2, quota, nil, layerRecord{Created: now}); err != nil {
 			return err
 		}
+		// The root belongs to whoever creates the vault, so that a user
+		// who is not root can write in its mount.
 		root := &inode{Attr: Attr{Ino: RootIno, Type: TypeDir, Mode: 0o755, Nlink: 2,
+			Uid: uint32(os.Geteuid()), Gid: uint32(os.Getegid()),
 			Atime: now, Mtime: now, Ctime: now}, birth: birthOf(hdr.VaultID)}
 		if err := kt.Put(versionKey(inodeVKey(RootIno), 1), encodeInode(root)); err != nil {
 			return err

@@ -260,6 +260,8 @@ func TestJSONSchemas(t *testing.T) {
 			{args: []string{"proxy", "exec", "--vault", "m", "--shell", "echo hi > a.txt; mkdir d; mv a.txt d/b.txt"}},
 			{args: []string{"proxy", "exec", "--vault", "m", "--timeout", "300ms", "--", "sh", "-c", "echo start; sleep 5"}, exit: 124},
 			{args: []string{"proxy", "exec", "--vault", "m", "--", "no-such-program-avfs"}, exit: 127},
+			{args: []string{"proxy", "exec", "--vault", "m", "--isolate", "off", "--", "sh", "-c", "echo off"}},
+			{args: []string{"policy", "check", "--vault", "m", "--", "sh", "-c", "echo off"}},
 			{args: []string{"proxy", "exec", "--vault", "m", "--", "true"}, exit: 15},
 			{args: []string{"proxy", "approve", "@last"}},
 			{args: []string{"proxy", "exec", "--vault", "m", "--approval", "@last"}},

@@ -51,6 +51,8 @@ export interface ExecOptions extends VaultOption {
   maxOutput?: number;
   /** given to the command as its stdin (default: /dev/null) */
   stdin?: string | Uint8Array;
+  /** kernel isolation: auto (default: namespaces where the host can), on (else IsolationUnavailable) or off */
+  isolate?: "auto" | "on" | "off";
 }
 
 export interface RunOptions extends VaultOption {
@@ -318,6 +320,7 @@ export class ProxyCommands {
       ...flag(o.keepMount, "--keep-mount"),
       ...opt(o.linger === undefined ? undefined : duration(o.linger), "--linger"),
       ...opt(o.maxOutput, "--max-output"),
+      ...opt(o.isolate, "--isolate"),
       ...flag(o.stdin !== undefined, "--stdin"),
     ];
   }

@@ -156,6 +156,27 @@ export interface TreeNode {
 }
 
 /**
+ * the kernel boundary of a proxy run (null: the command did not run)
+ * Schema: docs/schema/common.json#/$defs/isolation
+ */
+export type Isolation = {
+  /** the --isolate asked for */
+  requested: "auto" | "on" | "off";
+  /** namespaces: user, mount, PID, IPC, UTS (and network) namespaces by bubblewrap; none: a plain process */
+  mode: "namespaces" | "none";
+  /** none: its own loopback only; host whenever mode is none */
+  network: "none" | "host";
+  /** host paths the command cannot see */
+  hidden: string[];
+  /** host directories it may write besides the workspace and its private /tmp */
+  writable: string[];
+  /** paths made read-only inside otherwise writable trees */
+  read_only: string[];
+  /** why this mode and network */
+  reason: string;
+} | null;
+
+/**
  * compact: what compaction and the garbage collection after it did.
  * Schema: docs/schema/compact.json
  */
@@ -407,6 +428,8 @@ export interface PolicyCheckResult {
     /** true when some word of the request is known only at run time ($x, $(...), $'...'): such a request is never allowed without a checkpoint */
     dynamic?: boolean;
   };
+  /** the boundary proxy exec would run the command in, unapproved (null without a selected vault) */
+  isolation: Isolation;
 }
 
 /**
@@ -437,6 +460,8 @@ export interface PolicyShowResult {
     categories?: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
     reason?: string;
+    /** host: a run this rule decides gets the host's network when isolated */
+    network?: "host" | "none";
   }[];
   vault_rules: {
     id: string;
@@ -446,7 +471,15 @@ export interface PolicyShowResult {
     categories?: ("host_escape_risk" | "unparsable" | "networked" | "destructive" | "mutating" | "interactive" | "unknown" | "read_only")[];
     action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";
     reason?: string;
+    /** host: a run this rule decides gets the host's network when isolated */
+    network?: "host" | "none";
   }[];
+  /** [sandbox]: paths as written (~/..., $GOCACHE, $GOMODCACHE, $NPM_CACHE, absolute, or relative to the workspace) */
+  sandbox: {
+    hide: string[];
+    read_only: string[];
+    writable: string[];
+  };
 }
 
 /**
@@ -522,6 +555,8 @@ export interface ProxyExecResult {
     env_keys: string[];
     /** the approval id this run used */
     approval: string | null;
+    /** --isolate; an approval runs only with the same or a stricter one (off < auto < on) */
+    isolate?: "auto" | "on" | "off";
   };
   result: {
     vault: VaultName;
@@ -587,6 +622,7 @@ export interface ProxyExecResult {
       /** true when some word of the request is known only at run time ($x, $(...), $'...'): such a request is never allowed without a checkpoint */
       dynamic?: boolean;
     };
+    isolation: Isolation;
     /** how the run ended: completed (the command exited by itself), timed_out (--timeout stopped it), interrupted (SIGINT or SIGTERM to avfs, or the end of the Go caller's context, stopped the command or a stage before it; exit code 130), denied, awaiting_approval, failed */
     state: "completed" | "timed_out" | "interrupted" | "denied" | "awaiting_approval" | "failed";
     timed_out: boolean;

@@ -13,6 +13,8 @@ export type ProxyChange = ProxyRunResult["changes"][number];
 export type ProxyCheckpoint = NonNullable<ProxyRunResult["checkpoint"]>;
 /** The approval of a run that needed one. */
 export type ProxyApproval = NonNullable<ProxyRunResult["approval"]>;
+/** The kernel boundary a run's command ran in (null when it did not run). */
+export type ProxyIsolation = NonNullable<ProxyRunResult["isolation"]>;
 /** How a run ended: completed, timed_out, interrupted, denied, awaiting_approval or failed. */
 export type ProxyState = ProxyRunResult["state"];
 /** The policy's decision for a command. */

@@ -329,6 +329,7 @@ class Avfs:
         linger: Optional[Duration] = None,
         max_output: Optional[int] = None,
         stdin: Optional[Union[str, bytes]] = None,
+        isolate: Optional[str] = None,
     ) -> ProxyExecResult:
         """Run one command in a vault through the policy-gated proxy.
 
@@ -341,7 +342,10 @@ class Avfs:
         is added to the command's environment (only its keys are recorded);
         ``stdin`` is fed to the command. ``linger`` (a duration, "0" to
         unmount after the run) is how long a mount the run starts stays,
-        idle, for the next run; avfs's default is a minute.
+        idle, for the next run; avfs's default is a minute. ``isolate`` is
+        auto (avfs's default: namespaces where the host can make them), on
+        (else IsolationUnavailable) or off; ``result.isolation`` says what
+        was enforced.
 
         Returns the envelope whenever avfs printed one: a denied command
         (exit 14), one awaiting approval (15), one that timed out (124, state
@@ -354,7 +358,7 @@ class Avfs:
         args, data = _exec_args(
             command, shell=shell, cwd=cwd, timeout=timeout, grace=grace, checkpoint=checkpoint, env=env,
             readonly=readonly, approval=approval, keep_mount=keep_mount, linger=linger, max_output=max_output,
-            stdin=stdin,
+            isolate=isolate, stdin=stdin,
         )
         doc = self.run_json(args, vault=self._selected(vault), input=data, envelope=True)
         return ProxyExecResult.from_dict(doc)
@@ -491,6 +495,7 @@ def _exec_args(
     keep_mount: bool = False,
     linger: Optional[Duration] = None,
     max_output: Optional[int] = None,
+    isolate: Optional[str] = None,
     stdin: Optional[Union[str, bytes]] = None,
 ) -> Tuple[List[str], Optional[bytes]]:
     """The arguments of ``proxy exec`` for proxy_exec's options, and the stdin to feed it."""
@@ -521,6 +526,8 @@ def _exec_args(
         args += ["--linger", go_duration(linger)]
     if max_output is not None:
         args += ["--max-output", str(max_output)]
+    if isolate is not None:
+        args += ["--isolate", isolate]
     data = None
     if stdin is not None:
         args.append("--stdin")

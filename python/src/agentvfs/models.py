@@ -454,6 +454,7 @@ class ProxyRequest(Document):
     stdin: bool
     env_keys: List[str]
     approval: Optional[str]
+    isolate: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -499,6 +500,21 @@ class RunError(Document):
 
 
 @dataclass(frozen=True)
+class Isolation(Document):
+    """The kernel boundary a command ran in: ``mode`` namespaces or none,
+    ``network`` none (its own loopback) or host; ``requested`` is the
+    --isolate asked for (auto, on, off)."""
+
+    requested: str
+    mode: str
+    network: str
+    hidden: List[str]
+    writable: List[str]
+    read_only: List[str]
+    reason: str
+
+
+@dataclass(frozen=True)
 class ProxyResult(Document):
     vault: str
     mountpoint: Optional[str]
@@ -520,6 +536,7 @@ class ProxyResult(Document):
     changes: List[Change]
     renames_detected: bool
     decision: Decision
+    isolation: Optional[Isolation]
     state: str
     timed_out: bool
     approval: Optional[Approval]
@@ -530,6 +547,7 @@ class ProxyResult(Document):
         "checkpoint": RunCheckpoint,
         "changes": Change,
         "decision": Decision,
+        "isolation": Isolation,
         "approval": Approval,
         "error": RunError,
     }
@@ -645,7 +663,8 @@ class PolicyCheck(Document):
     vault: Optional[str]
     request: PolicyRequest
     decision: Decision
-    nested = {"request": PolicyRequest, "decision": Decision}
+    isolation: Optional[Isolation]
+    nested = {"request": PolicyRequest, "decision": Decision, "isolation": Isolation}
 
 
 #: The schema in docs/schema/ that each result class parses; the schema

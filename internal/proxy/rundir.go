@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
+)
+
+// RuntimeDir is where the proxy's mounts of one avfs home live: a per-user
+// runtime directory outside $AVFS_HOME, so that no path from inside a
+// workspace (.., symlinks, /proc/self/cwd) leads to the vaults, the
+// policy, the approvals or the run records. It is
+//
+//	$XDG_RUNTIME_DIR/avfs/<home>   when XDG_RUNTIME_DIR is set and the user's
+//	/run/avfs-0/<home>             for root (where /run exists)
+//	$TMPDIR/avfs-$UID/<home>       for anyone else
+//
+// where <home> is a hash of the home's path, so two homes never share a
+// mountpoint. The user's directory is created 0700 and refused (IoError)
+// when it is a symlink, another user's, or open to others: a mountpoint
+// someone else can swap is a path into their tree.
+func RuntimeDir(home, xdgRuntimeDir string) (string, error) {
+	uid := os.Geteuid()
+	base := ""
+	if xdgRuntimeDir != "" && filepath.IsAbs(xdgRuntimeDir) && ownedBy(xdgRuntimeDir, uid) {
+		base = filepath.Join(xdgRuntimeDir, "avfs")
+	} else if fi, err := os.Stat("/run"); uid == 0 && err == nil && fi.IsDir() {
+		base = "/run/avfs-0"
+	} else {
+		base = filepath.Join(os.TempDir(), "avfs-"+strconv.Itoa(uid))
+	}
+	if err := privateDir(base, uid); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(home)))
+	dir := filepath.Join(base, hex.EncodeToString(sum[:8]))
+	_, statErr := os.Lstat(dir)
+	if err := privateDir(dir, uid); err != nil {
+		return "", err
+	}
+	if os.IsNotExist(statErr) {
+		// A new home: say whose dir this is, and take away the dirs of
+		// homes that are gone.
+		_ = os.WriteFile(filepath.Join(dir, homeFile), []byte(filepath.Clean(home)), 0o600)
+		prune(base, dir)
+	}
+	return dir, nil
+}
+
+// homeFile names the home a runtime dir belongs to.
+const homeFile = "home"
+
+// prune removes the runtime dirs under base, other than keep, whose home
+// no longer exists. It only removes empty directories and its own files:
+// a mount still in one (a server that outlived its home) keeps it.
+func prune(base, keep string) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		dir := filepath.Join(base, e.Name())
+		if !e.IsDir() || dir == keep {
+			continue
+		}
+		home, err := os.ReadFile(filepath.Join(dir, homeFile))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(string(home)); !os.IsNotExist(err) {
+			continue
+		}
+		mnts, _ := os.ReadDir(filepath.Join(dir, "mnt"))
+		for _, m := range mnts {
+			_ = os.Remove(filepath.Join(dir, "mnt", m.Name())) // fails on a mountpoint in use, as it should
+		}
+		_ = os.Remove(filepath.Join(dir, "mnt"))
+		_ = os.Remove(filepath.Join(dir, sandbox.ProbeFile))
+		if os.Remove(filepath.Join(dir, homeFile)) == nil {
+			if os.Remove(dir) != nil {
+				_ = os.WriteFile(filepath.Join(dir, homeFile), home, 0o600) // not empty: keep knowing whose it is
+			}
+		}
+	}
+}
+
+// privateDir makes dir (mode 0700) if it is missing and checks that it is
+// a real directory of uid that nobody else can enter.
+func privateDir(dir string, uid int) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy runtime dir", Path: dir, Err: err}
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy runtime dir", Path: dir, Err: err}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		err = fmt.Errorf("not a directory (a symlink or a file is refused)")
+	case !ok || int(st.Uid) != uid:
+		err = fmt.Errorf("owned by uid %d, not by this user (uid %d)", st.Uid, uid)
+	case fi.Mode().Perm() != 0o700:
+		err = fmt.Errorf("mode %04o, not 0700", fi.Mode().Perm())
+	}
+	if err != nil {
+		return &errs.Error{Kind: errs.IoError, Op: "proxy runtime dir", Path: dir, Err: err,
+			Hint: "remove it, or set XDG_RUNTIME_DIR to a directory of yours"}
+	}
+	return nil
+}
+
+func ownedBy(dir string, uid int) bool {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
+}
