@@ -75,6 +75,9 @@ stays bounded, and put in place by the last one: a write refused half-way
 			}
 			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
 				r, err := a.writeStream(v, clean, src, appendFlag)
+				if err == nil {
+					collectAfterWrite(v)
+				}
 				return r, withPath(err, clean)
 			})
 		}),

@@ -48,6 +48,9 @@ func (a *app) update(p string, fn func(tx *vfs.Tx) (any, error)) (any, error) {
 			res, err = fn(tx)
 			return err
 		})
+		if err == nil {
+			collectAfterWrite(v)
+		}
 		return res, withPath(err, cleanOr(p))
 	})
 }

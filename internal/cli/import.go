@@ -114,6 +114,7 @@ func (a *app) importTree(v *vfs.Vault, hostPath, vaultPath string) (*transferRes
 	if err := im.finishDirs(); err != nil {
 		return nil, err
 	}
+	collectAfterWrite(v)
 	return im.res, nil
 }
 

@@ -69,6 +69,15 @@ list in "problems".`,
 	}
 }
 
+// collectAfterWrite runs the vault's automatic garbage collection after a
+// command changed it (vfs.Vault.AutoGC: a look at the file's space until
+// enough room went into use). The command's change is made by then; a
+// collection that fails frees nothing, changes nothing else, and is tried
+// again after the next write, so its error does not fail the command.
+func collectAfterWrite(v *vfs.Vault) {
+	_, _, _ = v.AutoGC()
+}
+
 type gcResult struct {
 	Vault string `json:"vault"`
 	vfs.GCStats
@@ -76,14 +85,21 @@ type gcResult struct {
 }
 
 func (r gcResult) human(w io.Writer) {
-	fmt.Fprintf(w, "%s: freed %d chunks (%s), kept %d\n", r.Vault, r.ChunksFreed, sizeString(r.BytesFreed), r.ChunksKept)
+	fmt.Fprintf(w, "%s: freed %d chunks (%s), kept %d; file %s smaller\n", r.Vault, r.ChunksFreed,
+		sizeString(r.BytesFreed), r.ChunksKept, sizeString(r.BytesReclaimed))
 }
 
 func (a *app) gcCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "gc",
 		Short: "Free file data that nothing in the selected vault reaches",
-		Args:  exactArgs(0),
+		Long: `Drop the layers no state of the selected vault reaches (working states a
+restore abandoned), free the file data no layer maps, then give the freed
+room back to the host where the engine can do it a piece at a time
+(SQLite). Writes go on beside it: it sweeps a few hundred chunks per
+transaction. Commands that write, and mounts, run it on their own once
+enough room went into use since the last run; avfs gc runs it now.`,
+		Args: exactArgs(0),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
 				start := time.Now()
@@ -105,7 +121,7 @@ type compactResult struct {
 
 func (r compactResult) human(w io.Writer) {
 	fmt.Fprintf(w, "%s: dropped %d layers, merged %d, freed %d chunks (%s); file %s -> %s\n", r.Vault,
-		r.LayersDropped, r.LayersMerged, r.ChunksFreed, sizeString(r.BytesFreed),
+		r.CompactStats.LayersDropped+r.GCStats.LayersDropped, r.LayersMerged, r.ChunksFreed, sizeString(r.BytesFreed),
 		sizeString(r.FileSizeBefore), sizeString(r.FileSizeAfter))
 }
 
@@ -116,7 +132,10 @@ func (a *app) compactCmd() *cobra.Command {
 		Long: `Compact the selected vault: drop the layers no state reaches (abandoned by
 restores, or held only by deleted checkpoints), merge frozen layers nothing
 names so chains stay short, clear pins of forks that are gone, then
-garbage-collect file data. States and checkpoints are unchanged.`,
+garbage-collect file data and give the freed room back to the host: a
+file that cannot give it back a piece at a time (bbolt, or SQLite made
+before incremental vacuum, which this migrates) is rewritten into a new
+one. States and checkpoints are unchanged.`,
 		Args: exactArgs(0),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			h, err := a.home()

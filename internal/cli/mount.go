@@ -285,8 +285,10 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 		}
 		defer stop()
 	}
+	// AVFS_MOUNT_GC=0 turns off the background garbage collection.
+	noGC := a.env.Getenv("AVFS_MOUNT_GC") == "0"
 	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: sa.readonly,
-		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps(), IdleTimeout: sa.idle})
+		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps(), IdleTimeout: sa.idle, NoGC: noGC})
 	if err := s.Mount(); err != nil {
 		report(failureMsg(err))
 		return nil, err

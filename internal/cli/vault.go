@@ -37,6 +37,8 @@ type vaultInfo struct {
 	Usage         vfs.Usage `json:"usage"`
 	Quota         vfs.Quota `json:"quota"`
 	FileSize      int64     `json:"file_size"` // bytes of the vault file on disk
+	// Space says who needs the bytes of the file; vault info only.
+	Space *vfs.SpaceReport `json:"space,omitempty"`
 }
 
 func (r vaultInfo) human(w io.Writer) {
@@ -56,6 +58,12 @@ func (r vaultInfo) human(w io.Writer) {
 	fmt.Fprintf(tw, "usage\t%s in %d files\n", sizeString(r.Usage.Bytes), r.Usage.Files)
 	fmt.Fprintf(tw, "quota\t%s\n", quotaString(r.Quota))
 	fmt.Fprintf(tw, "file size\t%s\n", sizeString(r.FileSize))
+	if sp := r.Space; sp != nil {
+		fmt.Fprintf(tw, "live data\t%s\n", sizeString(sp.LiveBytes))
+		fmt.Fprintf(tw, "held by checkpoints\t%s\n", sizeString(sp.CheckpointBytes))
+		fmt.Fprintf(tw, "garbage\t%s\n", sizeString(sp.GarbageBytes))
+		fmt.Fprintf(tw, "free in file\t%s\n", sizeString(sp.FreeBytes))
+	}
 	tw.Flush()
 }
 
@@ -246,7 +254,13 @@ func (a *app) vaultInfoCmd() *cobra.Command {
 				return nil, err
 			}
 			defer v.Close()
-			return describe(h, v)
+			r, err := describe(h, v)
+			if err != nil {
+				return r, err
+			}
+			sp, err := v.Space()
+			r.Space = &sp
+			return r, err
 		}),
 		ValidArgsFunction: a.completeVaults,
 	}

@@ -90,6 +90,9 @@ type Options struct {
 	// IdleTimeout, when positive, ends the mount once it has served no
 	// request for that long and nothing holds it (idle.go).
 	IdleTimeout time.Duration
+	// NoGC turns off the background garbage collection (gc.go): the
+	// benchmark's baseline for what it costs.
+	NoGC bool
 }
 
 // Session is one mount of a vault.
@@ -239,6 +242,9 @@ func (s *Session) mount() error {
 	if !o.ReadOnly {
 		s.v.SetKeepOrphans(true)
 		s.v.CacheReads() // the mount is the vault's only writer
+		if !o.NoGC {
+			st.gc = startCollector(s.v, logger)
+		}
 		if err := releaseOrphans(st); err != nil {
 			return err
 		}
@@ -382,6 +388,9 @@ func (s *Session) release() {
 		if err != nil && s.opts.Log != nil {
 			fmt.Fprintf(s.opts.Log, "avfs mount: releasing unlinked files: %v\n", err)
 		}
+	}
+	if s.st != nil {
+		s.st.gc.close()
 	}
 	if s.v != nil {
 		if err := s.v.Close(); err != nil && s.opts.Log != nil {

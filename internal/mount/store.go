@@ -38,7 +38,8 @@ type store struct {
 	b        *vfs.Batch // nil when no batch is open
 	steps    int
 	timer    *time.Timer
-	failed   error // a commit that failed, reported by the next sync
+	failed   error      // a commit that failed, reported by the next sync
+	gc       *collector // nil for a read-only mount
 
 	used atomic.Uint64 // counts the calls, for an idle timeout
 	// corrupt holds the messages of the CorruptVault errors logged, so
@@ -105,13 +106,13 @@ func (s *store) update(fn func(*vfs.Tx) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.batching {
-		return s.v.Update(fn)
+		return s.updateAlone(fn)
 	}
 	if s.b == nil {
 		b, err := s.v.Batch()
 		if errors.Is(err, kv.ErrNoBatch) {
 			s.batching = false
-			return s.v.Update(fn)
+			return s.updateAlone(fn)
 		}
 		if err != nil {
 			return err
@@ -123,6 +124,15 @@ func (s *store) update(fn func(*vfs.Tx) error) error {
 	s.steps++
 	if s.steps >= maxSteps {
 		s.commitLocked()
+	}
+	return err
+}
+
+// updateAlone runs fn in its own transaction, without a batch.
+func (s *store) updateAlone(fn func(*vfs.Tx) error) error {
+	err := s.v.Update(fn)
+	if err == nil {
+		s.gc.committed()
 	}
 	return err
 }
@@ -150,7 +160,9 @@ func (s *store) commitLocked() {
 			s.logger.Printf("committing %d changes: %v", s.steps, err)
 		}
 		s.failed = errors.Join(s.failed, err)
+		return
 	}
+	s.gc.committed()
 }
 
 // sync is the durability barrier: every change made before it is

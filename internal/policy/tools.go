@@ -296,6 +296,10 @@ func classifyJS(s *scanner, f *finding, c call) bool {
 			f.add(ReadOnly, f.program+" prints help")
 			return false
 		}
+		if sub == "pack" && localPackSpecs(args) && !f.hasCat([]string{string(Networked)}) {
+			f.add(Mutating, f.program+" pack of a local package writes a tarball and runs its scripts")
+			return false
+		}
 		if (sub == "install" || sub == "i" || sub == "ci" || sub == "add") && hasArg(args, "--offline") && !f.hasCat([]string{string(Networked)}) {
 			f.add(Mutating, f.program+" "+sub+" --offline installs from the local cache")
 			return false
@@ -313,6 +317,24 @@ func classifyJS(s *scanner, f *finding, c call) bool {
 		f.add(Mutating, f.program+" "+sub+" runs package scripts")
 	}
 	return false
+}
+
+// localPackSpecs reports an npm pack whose specs are all local
+// directories (none, ".", "./dir", "../dir"): a registry name would be
+// fetched.
+func localPackSpecs(args []string) bool {
+	seen := false
+	for _, a := range args {
+		switch {
+		case !seen && a == "pack":
+			seen = true
+		case !seen, strings.HasPrefix(a, "-"):
+		case a == "." || a == ".." || strings.HasPrefix(a, "./") || strings.HasPrefix(a, "../"):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // wordAfter is the first plain word after the word sub.

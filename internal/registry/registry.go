@@ -554,6 +554,18 @@ func (h *Home) Compact(name string) (vfs.CompactStats, vfs.GCStats, error) {
 		return cs, vfs.GCStats{}, err
 	}
 	gs, err := v.GC()
+	if err != nil {
+		return cs, gs, err
+	}
+	// GC gave back what the engine can give a piece at a time; a file that
+	// still has free room (bbolt, SQLite made before incremental vacuum)
+	// is rewritten.
+	sp, err := v.Space()
+	if err != nil || sp.FreeBytes == 0 {
+		return cs, gs, err
+	}
+	n, err := v.Rewrite()
+	gs.BytesReclaimed += n
 	return cs, gs, err
 }
 

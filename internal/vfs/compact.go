@@ -14,13 +14,6 @@ type CompactStats struct {
 	Records       int `json:"records"`        // versioned records moved or deleted
 }
 
-// GCStats says what garbage collection freed.
-type GCStats struct {
-	ChunksKept  int   `json:"chunks_kept"`
-	ChunksFreed int   `json:"chunks_freed"`
-	BytesFreed  int64 `json:"bytes_freed"`
-}
-
 // graph is the layer graph of one file and which layers something names.
 type graph struct {
 	layers   map[uint64]*layerRecord
@@ -169,12 +162,16 @@ func dropLayer(kt kv.Tx, id uint64) (int, error) {
 
 // mergeLayer folds layer m into its only child c: c keeps its own
 // versions, takes m's others, and inherits m's parent. c's state is
-// unchanged, and no other state reads m.
+// unchanged, and no other state reads m. m's chunk maps and xattrs of an
+// inode that c's state sees deleted, or at a later data generation, are
+// dropped rather than moved: c's state cannot reach them, and moved they
+// would keep their chunks from garbage collection for good.
 func mergeLayer(kt kv.Tx, m, c uint64, g *graph) (int, error) {
 	vkeys, err := journalOf(kt, m)
 	if err != nil {
 		return 0, err
 	}
+	seen := map[Ino]inodeSeen{}
 	for _, vk := range vkeys {
 		mk := versionKey(vk, m)
 		val, err := kt.Get(mk)
@@ -183,15 +180,23 @@ func mergeLayer(kt kv.Tx, m, c uint64, g *graph) (int, error) {
 		}
 		val = slices.Clone(val)
 		ck := versionKey(vk, c)
-		if _, err := kt.Get(ck); errors.Is(err, kv.ErrNotFound) {
+		hidden, err := hiddenFrom(kt, vk, m, c, seen)
+		if err != nil {
+			return 0, err
+		}
+		_, cerr := kt.Get(ck)
+		switch {
+		case cerr != nil && !errors.Is(cerr, kv.ErrNotFound):
+			return 0, cerr
+		case cerr == nil || hidden:
+			// c has its own version, or cannot see m's: m's goes.
+		default:
 			if err := kt.Put(ck, val); err != nil {
 				return 0, err
 			}
 			if err := kt.Put(journalKey(c, vk), nil); err != nil {
 				return 0, err
 			}
-		} else if err != nil {
-			return 0, err
 		}
 		if err := kt.Delete(mk); err != nil {
 			return 0, err
@@ -208,44 +213,50 @@ func mergeLayer(kt kv.Tx, m, c uint64, g *graph) (int, error) {
 	return len(vkeys), kt.Delete(layerKey(m))
 }
 
-// GC frees chunks that no layer of this file maps. It runs in one write
-// transaction, so no writer can map a chunk between the mark and the sweep.
-func (v *Vault) GC() (GCStats, error) {
-	var st GCStats
-	err := v.eng.Update(func(kt kv.Tx) error {
-		st = GCStats{}
-		live := map[string]bool{}
-		fp := []byte{prefixFile}
-		err := kt.Scan(fp, kv.PrefixEnd(fp), func(_, v []byte) (bool, error) {
-			if len(v) > 0 {
-				live[string(v)] = true
+// inodeSeen is what a merge's child sees of one inode.
+type inodeSeen struct {
+	known, gone bool
+	gen         uint64
+}
+
+// hiddenFrom reports whether vkey, a chunk map or xattr of layer m, is
+// out of sight of c's state: its inode is deleted there, or (a chunk map)
+// at another data generation. An inode whose record neither c nor m
+// holds is taken as seen: the record is kept.
+func hiddenFrom(kt kv.Tx, vkey []byte, m, c uint64, seen map[Ino]inodeSeen) (bool, error) {
+	if len(vkey) < 9 || vkey[0] != prefixFile && vkey[0] != prefixXattr {
+		return false, nil
+	}
+	ino := vkeyIno(vkey)
+	s, ok := seen[ino]
+	if !ok {
+		for _, layer := range []uint64{c, m} {
+			b, err := kt.Get(versionKey(inodeVKey(ino), layer))
+			if errors.Is(err, kv.ErrNotFound) {
+				continue
 			}
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		var dead [][]byte
-		cp := []byte{prefixChunk}
-		err = kt.Scan(cp, kv.PrefixEnd(cp), func(k, v []byte) (bool, error) {
-			if live[string(k[1:])] {
-				st.ChunksKept++
+			if err != nil {
+				return false, err
+			}
+			s.known = true
+			if len(b) == 0 {
+				s.gone = true
 			} else {
-				dead = append(dead, slices.Clone(k))
-				st.BytesFreed += int64(len(v))
+				n, err := decodeInode(ino, b)
+				if err != nil {
+					return false, corruptf("inode %d: %v", ino, err)
+				}
+				s.gen = n.gen
 			}
-			return true, nil
-		})
-		if err != nil {
-			return err
+			break
 		}
-		for _, k := range dead {
-			if err := kt.Delete(k); err != nil {
-				return err
-			}
-		}
-		st.ChunksFreed = len(dead)
-		return nil
-	})
-	return st, storageErr("gc", v.Name(), err)
+		seen[ino] = s
+	}
+	switch {
+	case !s.known:
+		return false, nil
+	case s.gone:
+		return true, nil
+	}
+	return vkey[0] == prefixFile && len(vkey) >= 17 && u64From(vkey[9:17]) != s.gen, nil
 }

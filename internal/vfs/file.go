@@ -296,11 +296,16 @@ func (t *Tx) putChunkSum(n *inode, index uint64, data []byte, sum [sha256.Size]b
 }
 
 // storeChunk writes chunk data under its hash unless this file has it,
-// and reports whether it wrote it.
+// and reports whether it wrote it; finding it there, it tells a
+// collection in progress (gc.go).
 func (t *Tx) storeChunk(sum, data []byte) (bool, error) {
 	ck := chunkKey(sum)
-	if have, err := kv.Has(t.own(), ck); err != nil || have {
+	have, err := kv.Has(t.own(), ck)
+	if err != nil {
 		return false, err
+	}
+	if have {
+		return false, noteChunkReuse(t.own())
 	}
 	return true, t.own().Put(ck, data)
 }

@@ -50,6 +50,8 @@ const (
 	metaNextLayer = "nextlayer" // u64: next layer id
 	metaQuota     = "quota"     // JSON Quota
 	metaBase      = "base"      // JSON forkBase, only in forks
+	metaGC        = "gc"        // token of a collection between its mark and its sweep (gc.go)
+	metaGCStat    = "gcstat"    // JSON gcStat: what the last collection saw
 )
 
 func u64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }

@@ -24,12 +24,20 @@ const Magic = "avfs-vault"
 
 // knownFeatures are the format features this build understands. A vault
 // that requires any other feature is refused, never misread.
-var knownFeatures = []string{"layers", "chunks-sha256-64k", featureXattrUsage}
+//
+// "gc-marker": writes that reuse a stored chunk delete the collection
+// marker (gc.go). A build without it would not, and could map a chunk
+// that a collection in progress then frees; the first collection adds
+// the feature to a vault made before, so such builds refuse it from then
+// on.
+var knownFeatures = []string{"layers", "chunks-sha256-64k", featureXattrUsage, featureGCMarker}
 
 // featureXattrUsage: the usage counters count extended attributes' names
 // and values (xattr.go). A vault made before it counts them not, and
 // keeps so, as do its forks: its counters were never charged for them.
 const featureXattrUsage = "xattr-usage"
+
+const featureGCMarker = "gc-marker"
 
 // ChunkSize is the fixed size of a file data chunk.
 const ChunkSize = 64 << 10

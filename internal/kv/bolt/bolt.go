@@ -64,6 +64,11 @@ type Options struct {
 type DB struct {
 	db   *bbolt.DB
 	path string
+	opts *Options
+	// wmu is held by write transactions and by Rewrite, which copies db
+	// into a new file and replaces it (under mu): readers go on on the
+	// old one meanwhile, and it closes once they ended.
+	wmu sync.Mutex
 
 	mu      sync.Mutex
 	closed  bool
@@ -141,7 +146,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	return db, nil
 }
 
-func openBolt(path string, opts *Options) (*DB, error) {
+func boltOptions(opts *Options) *bbolt.Options {
 	o := &bbolt.Options{
 		Timeout:         DefaultTimeout,
 		FreelistType:    bbolt.FreelistMapType,
@@ -150,15 +155,37 @@ func openBolt(path string, opts *Options) (*DB, error) {
 	if opts != nil && opts.Timeout > 0 {
 		o.Timeout = opts.Timeout
 	}
-	d := &DB{path: path}
-	err := d.guard(func() (err error) {
-		d.db, err = bbolt.Open(path, fsutil.FileMode, o)
-		return err
-	})
-	if err != nil {
-		return nil, err
+	return o
+}
+
+// openBolt opens path with bbolt. A Rewrite in another process renames a
+// new file over the path while it holds both files' locks, and releases
+// the old one after: an open that waited for that lock would get the old,
+// unlinked file. So an open after which the path names another file than
+// before it starts over.
+func openBolt(path string, opts *Options) (*DB, error) {
+	for attempt := 0; ; attempt++ {
+		before, err := os.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		d := &DB{path: path, opts: opts}
+		err = d.guard(func() (err error) {
+			d.db, err = bbolt.Open(path, fsutil.FileMode, boltOptions(opts))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		after, err := os.Stat(path)
+		if err == nil && (os.SameFile(before, after) || attempt >= 2) {
+			return d, nil
+		}
+		d.db.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
-	return d, nil
 }
 
 // guard runs a bbolt call with memory faults turned into panics and panics
@@ -171,6 +198,13 @@ func (d *DB) guard(f func() error) (err error) {
 		}
 	}()
 	return f()
+}
+
+// bolt is the file's current bbolt handle.
+func (d *DB) bolt() *bbolt.DB {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.db
 }
 
 // Name implements kv.Engine.
@@ -200,7 +234,7 @@ func (d *DB) Close() error {
 	d.closed = true
 	d.mu.Unlock()
 	d.running.Wait()
-	return wrapErr(d.path, "close", d.db.Close())
+	return wrapErr(d.path, "close", d.bolt().Close())
 }
 
 // View implements kv.Engine.
@@ -218,13 +252,18 @@ func (d *DB) run(write bool, fn func(kv.Tx) error) error {
 		return err
 	}
 	defer d.running.Done()
+	if write {
+		d.wmu.Lock()
+		defer d.wmu.Unlock()
+	}
+	db := d.bolt()
 	// Faults in the map become panics for the whole transaction, which the
 	// tx methods then turn into errors (goroutine-local, restored after).
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 
 	var btx *bbolt.Tx
 	err := d.guard(func() (err error) {
-		btx, err = d.db.Begin(write)
+		btx, err = db.Begin(write)
 		return err
 	})
 	if err != nil {

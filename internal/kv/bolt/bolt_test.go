@@ -208,3 +208,57 @@ func exercise(path string) error {
 		return tx.Delete([]byte("key000001"))
 	})
 }
+
+// TestOpenWaitingThroughARewrite opens a vault while another handle holds
+// it and rewrites it into a new file: the waiting open must not get the
+// old, unlinked file when the rewrite lets go of it, but the new one,
+// once its holder closes it.
+func TestOpenWaitingThroughARewrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.bolt")
+	a, err := bolt.Create(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	type opened struct {
+		db  *bolt.DB
+		err error
+	}
+	res := make(chan opened, 1)
+	go func() {
+		db, err := bolt.Open(path, &bolt.Options{Timeout: 5 * time.Second})
+		res <- opened{db, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the open waits for a's lock
+	if err := a.Rewrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(func(tx kv.Tx) error { return tx.Put([]byte("k"), []byte("after the rewrite")) }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-res:
+		if o.db != nil {
+			o.db.Close()
+		}
+		t.Fatalf("the waiting open returned while the new file is held: %v", o.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := <-res
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	defer o.db.Close()
+	if err := o.db.View(func(tx kv.Tx) error {
+		v, err := tx.Get([]byte("k"))
+		if err == nil && string(v) != "after the rewrite" {
+			err = fmt.Errorf("k = %q", v)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("the open got another file than the path's: %v", err)
+	}
+}

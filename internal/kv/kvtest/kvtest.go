@@ -40,6 +40,8 @@ func Run(t *testing.T, open func(t *testing.T) kv.Engine) {
 		{"LargeValues", testLargeValues},
 		{"ManyKeys", testManyKeys},
 		{"Batch", testBatch},
+		{"ScanSizes", testScanSizes},
+		{"Reclaim", testReclaim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -188,6 +188,8 @@ export interface CompactResult {
   chunks_kept: number;
   chunks_freed: number;
   bytes_freed: Bytes;
+  /** how much smaller the vault's file became: freed room given back to the host */
+  bytes_reclaimed: Bytes;
   file_size_before: Bytes;
   file_size_after: Bytes;
   duration_ms: DurationMs;
@@ -294,6 +296,8 @@ export interface GcResult {
   chunks_kept: number;
   chunks_freed: number;
   bytes_freed: Bytes;
+  /** how much smaller the vault's file became: freed room given back to the host */
+  bytes_reclaimed: Bytes;
   duration_ms: DurationMs;
 }
 
@@ -805,6 +809,19 @@ export interface VaultInfoResult {
   usage: Usage;
   quota: Quota;
   file_size: Bytes;
+  /** vault info only: who needs the bytes of the vault's file. Chunk bytes are counted once, in the file that stores them (a fork's report leaves out its parent's). */
+  space?: {
+    /** file data the working state reads from this file */
+    live_bytes: Bytes;
+    /** file data only checkpoints and the layers forks stand on still reach */
+    checkpoint_bytes: Bytes;
+    /** file data no state reaches: the next garbage collection frees it */
+    garbage_bytes: Bytes;
+    /** room inside the file holding no data, not yet given back to the host */
+    free_bytes: Bytes;
+    /** what the vault's file takes on disk, side files included */
+    file_bytes: Bytes;
+  };
 }
 
 /**

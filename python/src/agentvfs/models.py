@@ -116,8 +116,19 @@ class VersionInfo(Document):
 
 
 @dataclass(frozen=True)
+class VaultSpace(Document):
+    """vault info: who needs the bytes of the vault's file."""
+
+    live_bytes: int
+    checkpoint_bytes: int
+    garbage_bytes: int
+    free_bytes: int
+    file_bytes: int
+
+
+@dataclass(frozen=True)
 class Vault(Document):
-    """vault create, vault info and vault use."""
+    """vault create, vault info and vault use (``space``: vault info only)."""
 
     name: str
     vault_id: str
@@ -132,7 +143,8 @@ class Vault(Document):
     usage: Usage
     quota: Quota
     file_size: int
-    nested = {"usage": Usage, "quota": Quota}
+    space: Optional[VaultSpace] = None
+    nested = {"usage": Usage, "quota": Quota, "space": VaultSpace}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 // Command avfsbench prints the benchmarks the brief names, each beside a
 // baseline measured in the same run: native disk for file I/O, the
-// 100-file vault for fork, checkpoint and restore. `make bench` runs it.
+// 100-file vault for fork, checkpoint and restore; for the growth of a
+// vault under overwrites, the bound its file should stay within. `make
+// bench` runs it.
 package main
 
 import (
@@ -19,7 +21,8 @@ func main() {
 	engines := flag.String("engines", "sqlite,bolt", "engines to measure")
 	reps := flag.Int("reps", 15, "repetitions per measurement (the median is reported)")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
-	sections := flag.String("sections", "layers,io,verify,mount,proxy", "what to measure: layers, io, verify (per engine), mount, proxy")
+	sections := flag.String("sections", "layers,io,verify,mount,proxy,growth", "what to measure: layers, io, verify (per engine), mount, proxy, growth (per engine)")
+	growthReps := flag.Int("growth-reps", 3, "runs of the growth section (100,000 overwrites each)")
 	slowReps := flag.Int("mount-reps", 5, "repetitions for the mount section (it runs real workloads)")
 	// How the mount section serves its loopback reference (bench.ServeLoopback).
 	loopDir := flag.String("serve-loopback", "", "internal: serve a loopback of this directory at -loopback-at")
@@ -82,6 +85,14 @@ func main() {
 	if want["proxy"] {
 		if err := bench.Proxy(cfg); err != nil {
 			fail(err)
+		}
+	}
+	if want["growth"] {
+		for _, e := range strings.Split(*engines, ",") {
+			fmt.Printf("\n== overwrite growth (%s) ==\n", e)
+			if err := bench.Growth(cfg, e, *growthReps); err != nil {
+				fail(err)
+			}
 		}
 	}
 	fmt.Printf("\ntotal benchmark time %s\n", time.Since(start).Round(time.Second))
