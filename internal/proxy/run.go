@@ -97,6 +97,11 @@ type Request struct {
 	Approval string
 	// Isolate is --isolate: auto (""), on or off (package sandbox).
 	Isolate string
+	// Stdout and Stderr, when set, get the command's output while it
+	// runs, as it comes, whole (the envelope keeps MaxOutput bytes of
+	// each). Each is written from its own goroutine; a failed write is
+	// ignored and the run goes on.
+	Stdout, Stderr io.Writer
 }
 
 // DefaultLinger is how long a run's mount stays for the next run when
@@ -398,7 +403,8 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		return errors.Join(err, stop())
 	}
 	res, err := rt.runIn(ctx, plan, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
-		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
+		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput,
+		stdout: req.Stdout, stderr: req.Stderr})
 	unmark()
 	env.Result.Isolation = &plan.Isolation
 	if err != nil {
