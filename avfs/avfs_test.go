@@ -1,6 +1,7 @@
 package avfs_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -319,9 +320,14 @@ func TestExec(t *testing.T) {
 	_, err = h.Exec(ctx, avfs.ExecRequest{Vault: "e", Approval: env.ID})
 	wantKind(t, err, avfs.ApprovalRejected)
 
-	env, err = h.Exec(ctx, avfs.ExecRequest{Vault: "e", Argv: []string{"sh", "-c", "echo 2 > two"}}) // zero Timeout: DefaultTimeout
+	var out, errOut bytes.Buffer // live copies of the output, whole; the envelope keeps MaxOutput
+	env, err = h.Exec(ctx, avfs.ExecRequest{Vault: "e", Argv: []string{"sh", "-c", "echo 2 > two; echo out-12345; echo err >&2"},
+		Stdout: &out, Stderr: &errOut, MaxOutput: 4}) // zero Timeout: DefaultTimeout
 	if err != nil || env.Request.Timeout != "5m0s" {
 		t.Fatalf("run: %+v, %v", env, err)
+	}
+	if out.String() != "out-12345\n" || errOut.String() != "err\n" || env.Result.Stdout != "out-" || !env.Result.StdoutTruncated {
+		t.Errorf("live output %q %q, envelope's %q", out.String(), errOut.String(), env.Result.Stdout)
 	}
 	u, err := h.Undo(ctx, "", env.ID)
 	if err != nil || u.Vault != "e" || !slices.Equal(u.Undone, []string{env.ID}) {

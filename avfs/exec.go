@@ -41,6 +41,11 @@ type ExecRequest struct {
 	// them, else none, as Result.Isolation says), "on" (or fail with
 	// IsolationUnavailable), "off".
 	Isolate string
+	// Stdout and Stderr, when set, get the command's output while it
+	// runs, as it comes, all of it (the envelope keeps MaxOutput bytes of
+	// each). Each is written from its own goroutine; a failed write is
+	// ignored and the run goes on.
+	Stdout, Stderr io.Writer
 }
 
 // Limits of a run.
@@ -145,7 +150,7 @@ func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
 		Checkpoint: req.Checkpoint, Env: req.Env, Stdin: req.Stdin,
 		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Linger: req.Linger, Approval: req.Approval,
-		Isolate: req.Isolate,
+		Isolate: req.Isolate, Stdout: req.Stdout, Stderr: req.Stderr,
 	})
 }
 

@@ -10,6 +10,8 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v tar >/dev/null 2>&1 || need+=(tar)
 # proxy exec runs commands in namespaces made by bubblewrap (--isolate).
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+# The PostgreSQL engine's tests start their own server (initdb, pg_ctl).
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 # The npm package's tests (make test-npm); machines of this kind ship
 # Node.js 20, Debian's is the fallback.
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)

@@ -100,11 +100,14 @@ func prescanJSON(args []string) bool {
 
 // app is one run of the command line: its environment and global flags.
 type app struct {
-	ctx       context.Context
-	env       Env
-	jsonOut   bool
-	vaultFlag string
-	homeFlag  string
+	ctx     context.Context
+	env     Env
+	jsonOut bool
+	// stream prints JSON Lines (proxy exec --stream): an error too is one
+	// line, an event of its own.
+	streamLines bool
+	vaultFlag   string
+	homeFlag    string
 	// homeWarned is set once the home's warnings are printed, so a
 	// command that opens the home twice says them once.
 	homeWarned bool
@@ -195,7 +198,7 @@ docs/json-contract.md.`,
 	add("files", a.importCmd(), a.exportCmd())
 	add("files", a.diffCmd(), a.applyCmd())
 	add("files", a.mountCmds()...)
-	add("proxy", a.proxyCmd(), a.policyCmd())
+	add("proxy", a.proxyCmd(), a.policyCmd(), a.mcpCmd())
 	add("maint", a.fsckCmd(), a.gcCmd(), a.compactCmd(), a.versionCmd(), a.completionCmd())
 	root.SetHelpCommandGroupID("maint")
 	return root

@@ -16,6 +16,7 @@ import (
 // tree in step.
 var Schemas = map[string]string{
 	"avfs vault create":       "vault-info",
+	"avfs mcp":                "mcp",
 	"avfs vault info":         "vault-info",
 	"avfs vault use":          "vault-info",
 	"avfs vault list":         "vault-list",

@@ -266,11 +266,7 @@ and an existing directory is not an error.`,
 	return c
 }
 
-type rmResult struct {
-	Path    string `json:"path"`
-	Existed bool   `json:"existed"`
-	Removed int    `json:"removed"` // names removed, the ones below a directory included
-}
+type rmResult vfs.Removed
 
 func (r rmResult) human(io.Writer) {}
 
@@ -285,51 +281,14 @@ removal is one transaction. The vault root cannot be removed.`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.update(args[0], func(tx *vfs.Tx) (any, error) {
-				clean, err := vfs.CleanPath(args[0])
-				if err != nil {
-					return nil, err
-				}
-				if clean == "/" {
-					return nil, &errs.Error{Kind: errs.InvalidPath, Op: "rm", Path: clean,
-						Err: errors.New("refusing to remove the vault root")}
-				}
-				r := rmResult{Path: clean}
-				dir, name, err := tx.ResolveParent(clean)
-				var at vfs.Attr
-				if err == nil {
-					at, err = tx.Lookup(dir, name)
-				}
-				if force && errs.Is(err, errs.NotFound) {
-					return r, nil
-				}
-				if err != nil {
-					return nil, err
-				}
-				r.Existed = true
-				if at.Type == vfs.TypeDir && !recursive {
-					return nil, &errs.Error{Kind: errs.NotAFile, Op: "rm", Path: clean, Errno: syscall.EISDIR,
-						Err: errors.New("is a directory"), Hint: "use rm -r to remove a directory and its content"}
-				}
-				r.Removed, err = tx.RemoveAll(dir, name)
-				return r, err
+				r, err := tx.Remove(args[0], recursive, force)
+				return rmResult(r), err
 			})
 		}),
 	}
 	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "remove directories and their content")
 	c.Flags().BoolVarP(&force, "force", "f", false, "ignore a missing PATH")
 	return c
-}
-
-// target resolves where SRC goes for cp, mv and ln: into DST when DST is
-// a directory, else DST itself.
-func target(tx *vfs.Tx, dst, srcName string) (vfs.Ino, string, error) {
-	if at, err := tx.Resolve(dst, true); err == nil && at.Type == vfs.TypeDir {
-		if srcName == "/" || srcName == "" {
-			return 0, "", &errs.Error{Kind: errs.InvalidPath, Path: dst, Err: errors.New("the source has no name to use inside the destination")}
-		}
-		return at.Ino, srcName, nil
-	}
-	return tx.ResolveParent(dst)
 }
 
 type copyResult struct {
@@ -372,7 +331,7 @@ adds no data, only references.`,
 					return nil, &errs.Error{Kind: errs.NotAFile, Op: "cp", Path: src, Errno: syscall.EISDIR,
 						Err: errors.New("is a directory"), Hint: "use cp -r to copy a directory"}
 				}
-				dir, name, err := target(tx, dst, baseName(src))
+				dir, name, err := tx.Target(dst, baseName(src))
 				if err != nil {
 					return nil, err
 				}
@@ -437,26 +396,8 @@ is copied.`,
 				if err != nil {
 					return nil, err
 				}
-				dst, err := vfs.CleanPath(args[1])
-				if err != nil {
-					return nil, err
-				}
-				odir, oname, err := tx.ResolveParent(src)
-				if err != nil {
-					return nil, err
-				}
-				if _, err := tx.Lookup(odir, oname); err != nil {
-					return nil, err
-				}
-				ndir, nname, err := target(tx, dst, oname)
-				if err != nil {
-					return nil, err
-				}
-				if err := tx.Rename(odir, oname, ndir, nname, 0); err != nil {
-					return nil, err
-				}
-				to, err := tx.PathOf(ndir)
-				return moveResult{From: src, To: strings.TrimSuffix(to, "/") + "/" + nname}, err
+				to, err := tx.Move(src, args[1])
+				return moveResult{From: src, To: to}, err
 			})
 		}),
 	}
@@ -501,7 +442,7 @@ TARGET must exist and not be a directory.`,
 					}
 					name = baseName(r.Target)
 				}
-				dir, lname, err := target(tx, p, name)
+				dir, lname, err := tx.Target(p, name)
 				if err != nil {
 					return nil, err
 				}

@@ -28,7 +28,7 @@ type ExitCode struct {
 // is in no row exits with 1. Rows may be added, never renumbered.
 var ExitCodes = []ExitCode{
 	{0, "success", nil},
-	{1, "any other failure: storage, host I/O, an unexpected error", []errs.Kind{errs.IoError, errs.StorageError}},
+	{1, "any other failure: storage, host I/O, an unexpected error", []errs.Kind{errs.IoError, errs.StorageError, errs.StoreUnavailable}},
 	{2, "usage: an unknown command or flag, a wrong number of arguments", nil},
 	{3, "something named does not exist", []errs.Kind{errs.NotFound, errs.VaultNotFound, errs.CheckpointNotFound}},
 	{4, "something to be created already exists", []errs.Kind{errs.AlreadyExists, errs.VaultExists}},
@@ -98,24 +98,13 @@ func (a *app) fail(cmd *cobra.Command, err error) int {
 	}
 	msg, hint := message(err)
 	if a.jsonOut {
-		doc := map[string]any{}
-		var e *errs.Error
-		if errors.As(err, &e) {
-			maps.Copy(doc, e.Extra)
-			setIf(doc, "op", e.Op)
-			if isCheckpointErr(e) {
-				setIf(doc, "checkpoint", e.Path)
-			} else {
-				setIf(doc, "path", e.Path)
-			}
-			setIf(doc, "vault", e.Vault)
-		}
-		setIf(doc, "hint", hint)
-		doc["error"] = string(kind)
-		doc["message"] = msg
-		doc["exit_code"] = code
+		doc := errorDoc(err, kind, code)
 		if usage && cmd != nil {
 			doc["usage"] = cmd.UseLine()
+		}
+		if a.streamLines {
+			(&eventWriter{w: a.env.Stdout}).line(map[string]any{"event": "error", "error": doc})
+			return code
 		}
 		a.emit(doc)
 		return code
@@ -128,6 +117,40 @@ func (a *app) fail(cmd *cobra.Command, err error) int {
 		fmt.Fprintf(a.env.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
+}
+
+// ErrorDocument is the JSON document (docs/schema/error.json) that a
+// command failing with err prints with --json, and its exit code. The MCP
+// server sends the same document in its tool errors.
+func ErrorDocument(err error) (map[string]any, int) {
+	kind := errs.KindOf(err)
+	code := exitCode(kind)
+	if errors.Is(err, context.Canceled) {
+		kind, code = errs.Interrupted, exitCode(errs.Interrupted)
+	}
+	return errorDoc(err, kind, code), code
+}
+
+// errorDoc is err's error document, of the given kind and exit code.
+func errorDoc(err error, kind errs.Kind, code int) map[string]any {
+	msg, hint := message(err)
+	doc := map[string]any{}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		maps.Copy(doc, e.Extra)
+		setIf(doc, "op", e.Op)
+		if isCheckpointErr(e) {
+			setIf(doc, "checkpoint", e.Path)
+		} else {
+			setIf(doc, "path", e.Path)
+		}
+		setIf(doc, "vault", e.Vault)
+	}
+	setIf(doc, "hint", hint)
+	doc["error"] = string(kind)
+	doc["message"] = msg
+	doc["exit_code"] = code
+	return doc
 }
 
 func setIf(doc map[string]any, key, val string) {

@@ -78,7 +78,7 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 
 func (a *app) proxyExecCmd() *cobra.Command {
 	var req proxy.Request
-	var stdin bool
+	var stdin, stream bool
 	c := &cobra.Command{
 		Use:   "exec [flags] (--shell SCRIPT | -- ARGV...)",
 		Short: "Classify, checkpoint, mount, run one command and report what it changed",
@@ -96,7 +96,13 @@ idle one at once. --linger 0 unmounts after the run; --keep-mount keeps
 the mount until ` + "`avfs unmount`" + `.
 
 The result is one JSON envelope (docs/schema/proxy-exec.json), printed with
---json and whenever stdout is not a terminal. The exit code is the
+--json and whenever stdout is not a terminal. On a terminal without --json
+the command's stdout and stderr pass through as they come, then a one-line
+summary goes to stderr. --stream prints JSON Lines instead
+(docs/schema/proxy-exec-stream.json): {"event":"stdout","data":...} and
+{"event":"stderr","data":...} as the output comes, then
+{"event":"result","envelope":{...}}, or {"event":"error","error":{...}} for
+a run that failed; the envelope still holds the output within --max-output. The exit code is the
 command's, or 14 when the policy denied it, 15 when it awaits approval,
 124 when it timed out (state timed_out), 130 when SIGINT or SIGTERM to
 avfs stopped it (state interrupted): the command's process group gets
@@ -115,6 +121,11 @@ approved or a rule says network = "host". auto runs without namespaces
 where the host cannot make them, and says so in result.isolation; on
 refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 		Args: cobra.ArbitraryArgs,
+		PreRun: func(*cobra.Command, []string) {
+			if stream {
+				a.jsonOut, a.streamLines = true, true
+			}
+		},
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			if req.MaxOutput < 1 {
 				return nil, invalidf("proxy exec", "--max-output must be a positive number of bytes, not %d", req.MaxOutput)
@@ -154,14 +165,30 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 			if !a.jsonOut && !a.env.IsTerminal(a.env.Stdout) {
 				a.jsonOut = true
 			}
+			live := !a.jsonOut
+			var events *eventWriter
+			switch {
+			case a.streamLines:
+				events = &eventWriter{w: a.env.Stdout}
+				req.Stdout, req.Stderr = events.stream("stdout"), events.stream("stderr")
+			case live:
+				req.Stdout, req.Stderr = a.env.Stdout, a.env.Stderr
+			}
 			env, err := rt.Exec(a.ctx, req)
+			if events != nil {
+				events.flush()
+			}
 			if env == nil || env.Result.State == proxy.StateFailed {
 				if err == nil {
 					err = &errs.Error{Kind: errs.IoError, Op: "proxy exec", Err: fmt.Errorf("run failed")}
 				}
 				return nil, err
 			}
-			a.emitRun(env)
+			if events != nil {
+				events.line(map[string]any{"event": "result", "envelope": env})
+			} else {
+				a.emitRun(env, live)
+			}
 			return nil, execExit(env)
 		}),
 	}
@@ -180,6 +207,7 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 	f.DurationVar(&req.Linger, "linger", proxy.DefaultLinger, "leave the mount this run starts until idle this long, warm for the next run (0: unmount after the run; default from $AVFS_PROXY_LINGER)")
 	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
 	f.StringVar(&req.Isolate, "isolate", string(sandbox.Auto), "kernel isolation of the command: auto, on or off")
+	f.BoolVar(&stream, "stream", false, "print JSON Lines: the output as it comes, then the envelope (implies --json)")
 	return c
 }
 
@@ -205,26 +233,29 @@ func execExit(env *proxy.Envelope) error {
 }
 
 // execResult prints an envelope: as JSON, or for people the command's own
-// output and a summary on stderr.
+// output (unless it went through live) and a summary on stderr.
 type execResult struct {
 	env    *proxy.Envelope
 	stderr io.Writer
+	live   bool // the output was passed through as it came
 }
 
 // emitRun prints an envelope: the envelope itself as JSON, else in its
 // form for people.
-func (a *app) emitRun(env *proxy.Envelope) {
+func (a *app) emitRun(env *proxy.Envelope, live bool) {
 	if a.jsonOut {
 		a.emit(env)
 		return
 	}
-	a.emit(execResult{env: env, stderr: a.env.Stderr})
+	a.emit(execResult{env: env, stderr: a.env.Stderr, live: live})
 }
 
 func (r execResult) human(w io.Writer) {
 	res := r.env.Result
-	io.WriteString(w, res.Stdout)
-	io.WriteString(r.stderr, res.Stderr)
+	if !r.live {
+		io.WriteString(w, res.Stdout)
+		io.WriteString(r.stderr, res.Stderr)
+	}
 	d := res.Decision
 	switch res.State {
 	case proxy.StateDenied:
@@ -345,7 +376,7 @@ func (a *app) proxyShowCmd() *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			a.emitRun(e)
+			a.emitRun(e, false)
 			return nil, nil
 		}),
 	}

@@ -113,7 +113,7 @@ func describe(h *registry.Home, v *vfs.Vault) (vaultInfo, error) {
 // fileSize is the size of a vault file with the engine's side files.
 func fileSize(path string) int64 {
 	var n int64
-	for _, p := range []string{path, path + "-wal"} {
+	for _, p := range engines.Files(path) {
 		if fi, err := os.Stat(p); err == nil {
 			n += fi.Size()
 		}

@@ -56,6 +56,10 @@ const (
 	// FuseUnavailable is a mount (or a proxy run, which needs one) on a
 	// host without FUSE: no /dev/fuse on Linux, no macFUSE on darwin.
 	FuseUnavailable Kind = "FuseUnavailable"
+	// StoreUnavailable is a store behind a network (PostgreSQL) that could
+	// not be reached: a wrong address, a server that is down, refused
+	// credentials. The message names the store without its password.
+	StoreUnavailable Kind = "StoreUnavailable"
 )
 
 // Error is the one error type avfs returns. Fields other than Kind are
@@ -136,6 +140,7 @@ var kindErrno = map[Kind]syscall.Errno{
 	StorageError:       syscall.EIO,
 	IoError:            syscall.EIO,
 	FuseUnavailable:    syscall.ENODEV,
+	StoreUnavailable:   syscall.EIO,
 }
 
 var errnoKind = map[syscall.Errno]Kind{
@@ -193,6 +198,10 @@ func KindOf(err error) Kind {
 	switch {
 	case errors.Is(err, kv.ErrBusy):
 		return VaultLocked
+	case errors.Is(err, kv.ErrUnavailable):
+		return StoreUnavailable
+	case errors.Is(err, kv.ErrNewerFormat):
+		return UnsupportedFormat
 	case errors.Is(err, kv.ErrCorrupt), errors.Is(err, kv.ErrForeign):
 		return CorruptVault
 	case errors.Is(err, kv.ErrNotFound), errors.Is(err, kv.ErrClosed), errors.Is(err, kv.ErrReadOnly):

@@ -24,6 +24,8 @@ func TestKindsAndErrnos(t *testing.T) {
 		{"bare errno", syscall.ENOENT, errs.NotFound, syscall.ENOENT},
 		{"busy engine", fmt.Errorf("x: %w", kv.ErrBusy), errs.VaultLocked, syscall.EBUSY},
 		{"corrupt engine", kv.ErrCorrupt, errs.CorruptVault, syscall.EIO},
+		{"unreachable store", fmt.Errorf("x: %w", kv.ErrUnavailable), errs.StoreUnavailable, syscall.EIO},
+		{"store from a newer avfs", fmt.Errorf("x: %w", kv.ErrNewerFormat), errs.UnsupportedFormat, syscall.EIO},
 		{"unknown", errors.New("surprise"), errs.IoError, syscall.EIO},
 	}
 	for _, c := range cases {

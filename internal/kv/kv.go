@@ -1,7 +1,8 @@
 // Package kv is the one small storage interface under every avfs vault: an
-// ordered, transactional key-value store kept in a single file.
+// ordered, transactional key-value store kept in a single file, or in a
+// table of a database server.
 //
-// Every engine (SQLite, bbolt, in-memory) implements Engine, and the same
+// Every engine (SQLite, bbolt, PostgreSQL, in-memory) implements Engine, and the same
 // conformance suite (package kvtest) runs against each of them. Nothing above
 // this package knows which engine holds a vault.
 package kv
@@ -32,12 +33,18 @@ var (
 	ErrNoBatch = errors.New("kv: the engine has no batches")
 	// ErrEmptyKey is returned by Put for a zero-length key.
 	ErrEmptyKey = errors.New("kv: empty key")
+	// ErrUnavailable means a store behind a network could not be reached:
+	// a wrong address, a server that is down, credentials it refused.
+	ErrUnavailable = errors.New("kv: store unavailable")
+	// ErrNewerFormat means the store was written in a format this build
+	// does not know (a newer avfs).
+	ErrNewerFormat = errors.New("kv: store format is newer than this build")
 )
 
-// Engine is an ordered key-value store in one file.
+// Engine is an ordered key-value store in one file (or one table).
 //
 // Write transactions are serialized: within a process by the engine, across
-// processes by the engine's file locking. A write transaction is atomic and
+// processes by the engine's file locking (a server engine's lock). A write transaction is atomic and
 // durable once Update returns nil; a crash at any point leaves either all or
 // none of it. Read transactions see a consistent snapshot, taken when View
 // is called.

@@ -28,6 +28,9 @@ type execSpec struct {
 	// started process's own (a sandbox's command runs in a session of
 	// its own, so that its supervisor is not signalled); 0 when unknown.
 	group func() int
+	// stdout and stderr, when set, get the output as it comes, besides
+	// what is kept (see Request.Stdout).
+	stdout, stderr io.Writer
 }
 
 // execResult is how the process ended and what it printed.
@@ -41,15 +44,20 @@ type execResult struct {
 	startErrNotFound bool
 }
 
-// capture keeps the first max bytes of a stream and counts the rest. One
-// goroutine writes it; it is read after that goroutine is done.
+// capture keeps the first max bytes of a stream and counts the rest, and
+// passes every byte on to live, when set, as it comes. One goroutine
+// writes it; it is read after that goroutine is done.
 type capture struct {
 	buf   []byte
 	total int64
 	max   int64
+	live  io.Writer
 }
 
 func (c *capture) Write(p []byte) (int, error) {
+	if c.live != nil {
+		_, _ = c.live.Write(p) // a reader that fails loses the live copy, never the capture
+	}
 	c.total += int64(len(p))
 	if room := c.max - int64(len(c.buf)); room > 0 {
 		c.buf = append(c.buf, p[:min(int64(len(p)), room)]...)
@@ -75,7 +83,7 @@ func drain(r *os.File, c *capture, wg *sync.WaitGroup) {
 // when it exits are killed, so a run leaves nothing behind that holds the
 // mount.
 func run(ctx context.Context, spec execSpec) execResult {
-	res := execResult{stdout: capture{max: spec.maxOutput}, stderr: capture{max: spec.maxOutput}}
+	res := execResult{stdout: capture{max: spec.maxOutput, live: spec.stdout}, stderr: capture{max: spec.maxOutput, live: spec.stderr}}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		res.startErr = err

@@ -35,7 +35,6 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
-	"github.com/agentvfs/agentvfs/internal/kv/sqlite"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/registry"
@@ -98,6 +97,11 @@ type Request struct {
 	Approval string
 	// Isolate is --isolate: auto (""), on or off (package sandbox).
 	Isolate string
+	// Stdout and Stderr, when set, get the command's output while it
+	// runs, as it comes, whole (the envelope keeps MaxOutput bytes of
+	// each). Each is written from its own goroutine; a failed write is
+	// ignored and the run goes on.
+	Stdout, Stderr io.Writer
 }
 
 // DefaultLinger is how long a run's mount stays for the next run when
@@ -399,7 +403,8 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		return errors.Join(err, stop())
 	}
 	res, err := rt.runIn(ctx, plan, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
-		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput})
+		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput,
+		stdout: req.Stdout, stderr: req.Stderr})
 	unmark()
 	env.Result.Isolation = &plan.Isolation
 	if err != nil {
@@ -588,10 +593,11 @@ func (rt *Runtime) mountAsync(ctx context.Context, req Request) <-chan mounted {
 }
 
 // opensBeside reports whether vault can be opened here while a mount's
-// server opens it too: SQLite vaults can; bbolt locks its file.
+// server opens it too: engines whose files are shared between processes
+// (SQLite) can; one that locks its file (bbolt) cannot.
 func (rt *Runtime) opensBeside(vault string) bool {
-	engine, err := engines.Detect(rt.Home.Path(vault))
-	return err == nil && engine == sqlite.Name
+	caps, err := engines.CapsOf(rt.Home.Path(vault))
+	return err == nil && caps.SharedOpen
 }
 
 // unmountAndWait unmounts a mount this run started and waits until its

@@ -20,7 +20,6 @@ import (
 	"github.com/agentvfs/agentvfs/internal/atomicfile"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
-	"github.com/agentvfs/agentvfs/internal/kv/bolt"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -249,16 +248,7 @@ func (h *Home) removeIncomplete(name string) bool {
 }
 
 // removeVaultFiles removes a vault file and the engine's side files.
-func removeVaultFiles(path string) error {
-	err := os.Remove(path)
-	for _, side := range []string{"-wal", "-shm", "-journal"} {
-		_ = os.Remove(path + side)
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	return err
-}
+func removeVaultFiles(path string) error { return engines.Remove(path) }
 
 // Open opens vault name. A fork's parents are opened with it (without
 // BeforeOpen: a fork reads only their frozen layers).
@@ -281,9 +271,10 @@ func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
 	}
 	path := h.Path(name)
 	if h.WriteGuard != nil {
-		// bbolt locks its file: beside a mount's server an open could
-		// only time out. Say who holds the vault at once instead.
-		if engine, err := engines.Detect(path); err == nil && engine == bolt.Name {
+		// An engine that locks its file to one process (bbolt) could
+		// only time out beside a mount's server. Say who holds the
+		// vault at once instead.
+		if caps, err := engines.CapsOf(path); err == nil && !caps.SharedOpen {
 			if err := h.WriteGuard(name); err != nil {
 				return nil, err
 			}
@@ -337,6 +328,10 @@ func wrapEngineErr(err error) error {
 	switch {
 	case errors.Is(err, kv.ErrBusy):
 		return &errs.Error{Kind: errs.VaultLocked, Err: err}
+	case errors.Is(err, kv.ErrUnavailable):
+		return &errs.Error{Kind: errs.StoreUnavailable, Err: err}
+	case errors.Is(err, kv.ErrNewerFormat):
+		return &errs.Error{Kind: errs.UnsupportedFormat, Err: err}
 	case errors.Is(err, kv.ErrCorrupt), errors.Is(err, kv.ErrForeign):
 		return &errs.Error{Kind: errs.CorruptVault, Err: err}
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvfs/agentvfs/internal/kv/postgres"
+	"github.com/agentvfs/agentvfs/internal/kv/postgres/pgtest"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -31,22 +33,58 @@ const (
 	crashEnvSeed = "AVFS_TEST_CRASH_SEED"
 	crashEnvNext = "AVFS_TEST_CRASH_NEXT"
 	crashPrefix  = "avfs-crash "
+	// crashEnvDSN names a PostgreSQL store instead of a home: the child
+	// connects to the parent's server, it never starts one.
+	crashEnvDSN = "AVFS_TEST_CRASH_DSN"
 )
+
+// crashVault opens the crash test's vault: in the home at dir, or when dsn
+// is set, the one engine of that PostgreSQL store.
+func crashVault(dir, dsn string) (*vfs.Vault, error) {
+	if dsn == "" {
+		home, err := registry.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		return home.Open("v")
+	}
+	eng, err := postgres.Open(dsn, nil)
+	if err != nil {
+		return nil, err
+	}
+	v, err := vfs.Open(eng, nil)
+	if err != nil {
+		eng.Close()
+	}
+	return v, err
+}
 
 func TestCrash(t *testing.T) {
 	rounds := 20
 	if testing.Short() {
 		rounds = 4
 	}
-	for _, engine := range []string{"sqlite", "bolt"} {
+	for _, engine := range []string{"sqlite", "bolt", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			home, err := registry.Open(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, err := home.Create("v", registry.CreateOptions{Engine: engine})
-			if err != nil {
-				t.Fatal(err)
+			dir, dsn := t.TempDir(), ""
+			var v *vfs.Vault
+			if engine == "postgres" {
+				dsn = pgtest.DSN(t)
+				eng, err := postgres.Create(dsn, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, err = vfs.Create(eng, "v", vfs.Quota{}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				home, err := registry.Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, err = home.Create("v", registry.CreateOptions{Engine: engine}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			v.Close()
 			st := &crashState{files: map[int]int{}, cps: map[string]map[int]int{}, next: 1}
@@ -54,11 +92,11 @@ func TestCrash(t *testing.T) {
 			for round := range rounds {
 				seed := rng.Int64()
 				delay := time.Duration(5+rng.IntN(296)) * time.Millisecond
-				lines := runCrashChild(t, home.Dir, seed, st.next, delay)
+				lines := runCrashChild(t, dir, dsn, seed, st.next, delay)
 				pending := st.replay(t, lines)
 				t.Logf("round %d: seed %d, killed after %v, %d lines, in doubt: %q",
 					round, seed, delay, len(lines), pending)
-				t.Logf("round %d: %s", round, st.verify(t, home, pending))
+				t.Logf("round %d: %s", round, st.verify(t, dir, dsn, pending))
 			}
 		})
 	}
@@ -66,10 +104,10 @@ func TestCrash(t *testing.T) {
 
 // runCrashChild runs one child on the home's vault, kills it delay after it
 // is ready, and returns the protocol lines it wrote.
-func runCrashChild(t *testing.T, home string, seed int64, next int, delay time.Duration) []string {
+func runCrashChild(t *testing.T, home, dsn string, seed int64, next int, delay time.Duration) []string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnvHome+"="+home,
+	cmd.Env = append(os.Environ(), crashEnvHome+"="+home, crashEnvDSN+"="+dsn,
 		crashEnvSeed+"="+strconv.FormatInt(seed, 10), crashEnvNext+"="+strconv.Itoa(next))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -312,9 +350,9 @@ func (st *crashState) matches(snap crashSnapshot) string {
 // verify reopens the vault, runs fsck, and checks that it holds the
 // committed state, or the state after the operation in doubt, which then
 // becomes the known state. It says which it was.
-func (st *crashState) verify(t *testing.T, home *registry.Home, pending []string) string {
+func (st *crashState) verify(t *testing.T, dir, dsn string, pending []string) string {
 	t.Helper()
-	v, err := home.Open("v")
+	v, err := crashVault(dir, dsn)
 	if err != nil {
 		t.Fatalf("reopen after kill: %v", err)
 	}
@@ -357,18 +395,14 @@ func TestCrashChild(t *testing.T) {
 	}
 	seed, _ := strconv.ParseInt(os.Getenv(crashEnvSeed), 10, 64)
 	next, _ := strconv.Atoi(os.Getenv(crashEnvNext))
-	if err := crashChild(dir, seed, next); err != nil {
+	if err := crashChild(dir, os.Getenv(crashEnvDSN), seed, next); err != nil {
 		fmt.Fprintln(os.Stderr, "crash child:", err)
 		os.Exit(2)
 	}
 }
 
-func crashChild(dir string, seed int64, next int) error {
-	home, err := registry.Open(dir)
-	if err != nil {
-		return err
-	}
-	v, err := home.Open("v")
+func crashChild(dir, dsn string, seed int64, next int) error {
+	v, err := crashVault(dir, dsn)
 	if err != nil {
 		return err
 	}

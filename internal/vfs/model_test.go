@@ -18,6 +18,8 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/kv/postgres"
+	"github.com/agentvfs/agentvfs/internal/kv/postgres/pgtest"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -32,9 +34,9 @@ import (
 // notes it.
 
 func TestModel(t *testing.T) {
-	for _, engine := range []string{"mem", "sqlite"} {
+	for _, engine := range []string{"mem", "sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			checks := map[string]int{"mem": 200, "sqlite": 40}[engine]
+			checks := map[string]int{"mem": 200, "sqlite": 40, "postgres": 20}[engine]
 			setRapidChecks(t, checks)
 			root := t.TempDir()
 			rapid.Check(t, func(rt *rapid.T) {
@@ -94,10 +96,20 @@ func newModelRun(t *rapid.T, engine, tmpRoot string) *modelRun {
 	r := &modelRun{t: t, engine: engine}
 	mv := &mvault{name: "v", work: newMDir(0o755), cps: map[string]*mnode{}}
 	var err error
-	if engine == "mem" {
+	switch engine {
+	case "mem":
 		mv.eng = engines.NewMemory()
 		mv.v, err = vfs.Create(mv.eng, mv.name, vfs.Quota{})
-	} else {
+	case "postgres":
+		// One vault on its own engine, as the memory one: forks need a
+		// home, which a PostgreSQL store does not have yet.
+		var db *postgres.DB
+		if db, err = postgres.Create(pgtest.DSN(t), nil); err == nil {
+			mv.eng = db
+			t.Cleanup(func() { db.Close() })
+			mv.v, err = vfs.Create(mv.eng, mv.name, vfs.Quota{})
+		}
+	default:
 		dir, derr := os.MkdirTemp(tmpRoot, "home")
 		if derr != nil {
 			t.Fatal(derr)
@@ -129,7 +141,7 @@ func (r *modelRun) run() {
 	if r.home != nil {
 		actions = append(actions, "fork", "fork", "delete-vault")
 	}
-	steps := rapid.IntRange(1, map[string]int{"mem": 60, "sqlite": 40}[r.engine]).Draw(t, "steps")
+	steps := rapid.IntRange(1, map[string]int{"mem": 60, "sqlite": 40, "postgres": 40}[r.engine]).Draw(t, "steps")
 	for range steps {
 		switch a := rapid.SampledFrom(actions).Draw(t, "action"); a {
 		case "op":

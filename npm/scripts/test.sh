@@ -7,7 +7,9 @@
 #      runs create -> fork -> checkpoint -> proxy exec -> restore through the
 #      `avfs` bin, and docs/guides/examples/typescript/example.mjs through the
 #      typed client (and through tsc, against the installed types);
-#   4. the unit tests (node --test).
+#   4. the unit tests (node --test);
+#   5. `avfs mcp` driven by the official TypeScript MCP SDK's client
+#      (@modelcontextprotocol/sdk, a dev dependency), over stdio and HTTP.
 # Temp files live in one directory, removed on exit after unmounting
 # whatever is still mounted from it.
 set -euo pipefail
@@ -119,6 +121,9 @@ node "$proj/example.mjs"
 say "unit tests"
 cd "$npm_dir"
 npm test
+
+say "avfs mcp through the TypeScript MCP SDK, over stdio and HTTP"
+node "$npm_dir/scripts/mcp-test.mjs" "$bin" "$work"
 
 say "nothing left behind"
 if grep -F "$work" /proc/mounts; then echo "mounts left under $work" >&2; exit 1; fi

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from agentvfs import (
     Entry,
     Fork,
     ProxyExecResult,
+    StreamOutput,
     Vault,
 )
 
@@ -195,6 +197,30 @@ def test_proxy_argv_options(avfs: Avfs, fuse: None) -> None:
 
     missing = avfs.proxy_exec(["no-such-program-here"], vault="v")
     assert (missing.state, missing.exit_code, missing.success) == ("completed", 127, False)
+
+
+def test_proxy_stream(avfs: Avfs, fuse: None) -> None:
+    """proxy_stream yields the output while the command runs, then the envelope."""
+    avfs.vault_create("live")
+    start = time.monotonic()
+    first = None
+    events = []
+    for ev in avfs.proxy_stream(shell="echo one; printf '\\377\\n' >&2; sleep 1; echo two > two.txt", vault="live", linger=0):
+        if isinstance(ev, StreamOutput) and first is None:
+            first = time.monotonic()
+        events.append(ev)
+    end = time.monotonic()
+    out = b"".join(e.data for e in events[:-1] if isinstance(e, StreamOutput) and e.stream == "stdout")
+    err = b"".join(e.data for e in events[:-1] if isinstance(e, StreamOutput) and e.stream == "stderr")
+    assert (out, err) == (b"one\n", b"\xff\n")
+    last = events[-1]
+    assert isinstance(last, ProxyExecResult) and last.state == "completed"
+    assert [c.path for c in last.result.changes] == ["/two.txt"]
+    assert first is not None and end - first > 0.8, "the output came at the end, not as it was printed"
+
+    with pytest.raises(AvfsError) as exc:
+        list(avfs.proxy_stream(["true"], vault="no-such-vault"))
+    assert (exc.value.error, exc.value.exit_code) == ("VaultNotFound", 3)
 
 
 def test_proxy_outcomes_are_envelopes(avfs: Avfs, fuse: None) -> None:

@@ -36,6 +36,9 @@ NOT_PARSED = {
     "common.json", "error.json", "chmod.json", "compact.json", "completion.json", "cp.json", "fsck.json",
     "gc.json", "help.json", "ln.json", "mv.json", "policy-show.json", "quota.json", "transfer.json",
     "tree.json",
+    # Not a command's result: what `avfs mcp --http` prints, and the lines
+    # of `proxy exec --stream`.
+    "mcp.json", "proxy-exec-stream.json",
 }
 
 Node = Tuple[Dict[str, Any], str]  # a schema node and the file its local $refs resolve in

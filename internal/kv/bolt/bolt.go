@@ -37,6 +37,13 @@ import (
 // Name is the engine's registered name.
 const Name = "bolt"
 
+// Caps are the engine's capabilities: the file is locked to the process
+// that opened it, and there are no side files.
+var Caps = kv.Capabilities{}
+
+// Capabilities implements kv.Capable.
+func (db *DB) Capabilities() kv.Capabilities { return Caps }
+
 // DefaultTimeout bounds the wait for another process's lock on the file.
 const DefaultTimeout = 5 * time.Second
 

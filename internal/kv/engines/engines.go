@@ -1,6 +1,7 @@
 // Package engines is the one place that knows every kv engine: it creates
 // vault files with a named engine, recognises which engine wrote a file,
-// and opens it.
+// and opens it; and it opens stores on database servers by address
+// (servers.go).
 //
 // A file is opened at most once per process. Create and Open return
 // handles to one shared, reference-counted engine per file (identified by
@@ -14,7 +15,9 @@ package engines
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"slices"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/bolt"
@@ -29,6 +32,7 @@ const Default = sqlite.Name
 // engine is one registered file engine.
 type engine struct {
 	name string
+	caps kv.Capabilities
 	// detect returns nil when f is this engine's file, an error wrapping
 	// kv.ErrForeign when it is not, and one wrapping kv.ErrCorrupt when
 	// it is but is damaged.
@@ -42,12 +46,14 @@ type engine struct {
 var all = []engine{
 	{
 		name:   sqlite.Name,
+		caps:   sqlite.Caps,
 		detect: sqlite.Detect,
 		create: func(p string) (kv.Engine, error) { return sqlite.Create(p, nil) },
 		open:   func(p string) (kv.Engine, error) { return sqlite.Open(p, nil) },
 	},
 	{
 		name:   bolt.Name,
+		caps:   bolt.Caps,
 		detect: bolt.Detect,
 		create: func(p string) (kv.Engine, error) { return bolt.Create(p, nil) },
 		open:   func(p string) (kv.Engine, error) { return bolt.Open(p, nil) },
@@ -70,6 +76,67 @@ func lookup(name string) (engine, bool) {
 		}
 	}
 	return engine{}, false
+}
+
+// Caps returns the capabilities of the named engine, and false when no
+// engine has that name.
+func Caps(name string) (kv.Capabilities, bool) {
+	if e, ok := lookup(name); ok {
+		return e.caps, true
+	}
+	for _, s := range servers {
+		if s.name == name {
+			return s.caps, true
+		}
+	}
+	return kv.Capabilities{}, false
+}
+
+// CapsOf returns the capabilities of the engine that wrote the file at
+// path, with Detect's errors.
+func CapsOf(path string) (kv.Capabilities, error) {
+	name, err := Detect(path)
+	if err != nil {
+		return kv.Capabilities{}, err
+	}
+	caps, _ := Caps(name)
+	return caps, nil
+}
+
+// Files lists the files that hold the data of the store at path: path and
+// those of its engine's data files that exist. It is what a store's size
+// counts. A file no engine recognises is listed alone.
+func Files(path string) []string {
+	files := []string{path}
+	caps, err := CapsOf(path)
+	if err != nil {
+		return files
+	}
+	for _, suffix := range caps.DataFiles {
+		if _, err := os.Lstat(path + suffix); err == nil {
+			files = append(files, path+suffix)
+		}
+	}
+	return files
+}
+
+// Remove removes the store file at path and every file an engine keeps
+// beside it. It removes the side files of every engine, not only the one
+// Detect would name: a store whose creation was cut short may not be
+// recognisable. A missing path is not an error.
+func Remove(path string) error {
+	err := os.Remove(path)
+	for _, e := range all {
+		for _, suffix := range slices.Concat(e.caps.DataFiles, e.caps.SideFiles) {
+			if rerr := os.Remove(path + suffix); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+				err = rerr
+			}
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // NewMemory returns a new, empty in-memory engine (not shared: each call

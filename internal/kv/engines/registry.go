@@ -84,6 +84,17 @@ func (h *handle) Update(fn func(kv.Tx) error) error {
 }
 
 func (h *handle) Name() string { return h.s.eng.Name() }
+
+var _ kv.Capable = (*handle)(nil)
+
+// Capabilities implements kv.Capable with the shared engine's; an engine
+// that declares none can do nothing beyond the kv contract.
+func (h *handle) Capabilities() kv.Capabilities {
+	if c, ok := h.s.eng.(kv.Capable); ok {
+		return c.Capabilities()
+	}
+	return kv.Capabilities{}
+}
 func (h *handle) Path() string { return h.s.eng.Path() }
 
 // Close releases this handle's reference; a second Close of the same

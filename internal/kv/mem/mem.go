@@ -56,6 +56,9 @@ func New() *DB {
 // Name implements kv.Engine.
 func (db *DB) Name() string { return Name }
 
+// Capabilities implements kv.Capable: a memory store is its process's alone.
+func (db *DB) Capabilities() kv.Capabilities { return kv.Capabilities{} }
+
 // Path implements kv.Engine; memory engines have no file.
 func (db *DB) Path() string { return "" }
 

@@ -36,6 +36,13 @@ import (
 // Name is the engine's registered name.
 const Name = "sqlite"
 
+// Caps are the engine's capabilities: WAL mode lets other processes open
+// the file beside this one.
+var Caps = kv.Capabilities{SharedOpen: true, DataFiles: []string{"-wal"}, SideFiles: []string{"-shm", "-journal"}}
+
+// Capabilities implements kv.Capable.
+func (db *DB) Capabilities() kv.Capabilities { return Caps }
+
 // ApplicationID is written to the SQLite header (offset 68) of every vault:
 // "AVFS" in ASCII.
 const ApplicationID = 0x41564653

@@ -1,7 +1,7 @@
 // The typed client: one method per avfs command, each running
 // `avfs --json ...` and returning the document typed by docs/schema.
 import { resolveBinary } from "./resolve.js";
-import { runAvfs } from "./run.js";
+import { runAvfs, streamAvfs } from "./run.js";
 import type * as S from "./schema.js";
 
 export interface AvfsOptions {
@@ -120,6 +120,14 @@ export class Avfs {
     const env = this.env ? { ...process.env, ...this.env } : undefined;
     // Inside the async function, a BinaryNotFoundError from this.binary rejects, never throws.
     return (await runAvfs(this.binary, argv, { env, input: options.input })) as T;
+  }
+
+  /** As run, for a command that prints JSON Lines (proxy exec --stream): yields each line's document. */
+  async *stream<T>(args: string[], options: RunOptions = {}): AsyncGenerator<T, void, undefined> {
+    const vault = options.vault ?? this.defaultVault;
+    const argv = ["--json", ...opt(this.home, "--home"), ...(options.scoped ? opt(vault, "--vault") : []), ...args];
+    const env = this.env ? { ...process.env, ...this.env } : undefined;
+    yield* streamAvfs(this.binary, argv, { env, input: options.input }) as AsyncGenerator<T, void, undefined>;
   }
 
   /** avfs version: the build, formats and backends. */
@@ -311,9 +319,39 @@ export class ProxyCommands {
     return this.run(["--shell", script], o);
   }
 
+  /**
+   * Runs ARGV through the proxy with --stream: an async iterator of the
+   * command's output as it comes ({event: "stdout" | "stderr", data}, or
+   * data_base64 for output that is not UTF-8), then {event: "result",
+   * envelope}, last. Throws AvfsError when no run was recorded, as exec
+   * rejects. Leaving the loop early interrupts the run.
+   *
+   *     for await (const ev of avfs.proxy.stream(["make"])) {
+   *       if (ev.event === "stdout") process.stdout.write(ev.data ?? "");
+   *       if (ev.event === "result") console.log(ev.envelope.result.exit_code);
+   *     }
+   */
+  stream(argv: string[], o: ExecOptions = {}): AsyncGenerator<S.ProxyExecStreamResult, void, undefined> {
+    return this.streamRun(argv.length ? ["--", ...argv] : [], o);
+  }
+
+  /** Runs a shell script through the proxy with --stream; as stream. */
+  streamShell(script: string, o: ExecOptions = {}): AsyncGenerator<S.ProxyExecStreamResult, void, undefined> {
+    return this.streamRun(["--shell", script], o);
+  }
+
+  private async *streamRun(command: string[], o: ExecOptions): AsyncGenerator<S.ProxyExecStreamResult, void, undefined> {
+    yield* this.avfs.stream<S.ProxyExecStreamResult>(["proxy", "exec", "--stream", ...this.flags(o), ...command],
+      { vault: o.vault, scoped: true, input: o.stdin });
+  }
+
   // async, so a bad option rejects like every other failure instead of throwing.
   private async run(command: string[], o: ExecOptions): Promise<S.ProxyExecResult> {
-    const flags = [
+    return this.avfs.run(["proxy", "exec", ...this.flags(o), ...command], { vault: o.vault, scoped: true, input: o.stdin });
+  }
+
+  private flags(o: ExecOptions): string[] {
+    return [
       ...opt(o.cwd, "--cwd"),
       ...opt(o.timeout === undefined ? undefined : duration(o.timeout), "--timeout"),
       ...opt(o.grace === undefined ? undefined : duration(o.grace), "--grace"),
@@ -327,7 +365,6 @@ export class ProxyCommands {
       ...opt(o.isolate, "--isolate"),
       ...flag(o.stdin !== undefined, "--stdin"),
     ];
-    return this.avfs.run(["proxy", "exec", ...flags, ...command], { vault: o.vault, scoped: true, input: o.stdin });
   }
 
   /** The recorded runs, oldest first (of the vault, when one is given or is the client's default). */

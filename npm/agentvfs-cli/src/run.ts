@@ -1,7 +1,8 @@
 // Running avfs once and turning what it prints into a value or an error.
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { AvfsError, AvfsProcessError } from "./errors.js";
-import type { ErrorDocument } from "./schema.js";
+import type { ErrorDocument, ProxyExecStreamResult } from "./schema.js";
 
 export interface RunProcessOptions {
   env?: NodeJS.ProcessEnv;
@@ -56,4 +57,56 @@ export function runAvfs(bin: string, argv: string[], opts: RunProcessOptions = {
     child.stdin?.on("error", () => {});
     child.stdin?.end(opts.input);
   });
+}
+
+/**
+ * Runs `bin argv...` (a `proxy exec --stream` command line) and yields the
+ * JSON Lines it prints (docs/schema/proxy-exec-stream.json) as they come:
+ * stdout and stderr events while the command runs, then the result event,
+ * last. An error event is thrown as AvfsError once the process has ended;
+ * a line that is not JSON, or an end without a result, is an
+ * AvfsProcessError. Leaving the loop early stops avfs with SIGTERM, which
+ * interrupts the run (it is recorded, state interrupted).
+ */
+export async function* streamAvfs(bin: string, argv: string[], opts: RunProcessOptions = {}): AsyncGenerator<ProxyExecStreamResult, void, undefined> {
+  const child = spawn(bin, argv, { env: opts.env, stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  let stdout = "";
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const ended = new Promise<{ exitCode: number | null; signal: string | null; startError?: Error }>((resolve) => {
+    child.on("error", (e) => resolve({ exitCode: null, signal: null, startError: e }));
+    child.on("close", (exitCode, signal) => resolve({ exitCode, signal }));
+  });
+  child.stdin.on("error", () => {});
+  child.stdin.end(opts.input);
+  const what = `avfs ${argv.join(" ")}`;
+  let error: ErrorDocument | undefined;
+  let result = false;
+  let done = false;
+  try {
+    for await (const line of createInterface({ input: child.stdout, crlfDelay: Infinity })) {
+      stdout += line + "\n";
+      if (line === "") continue;
+      let ev: unknown;
+      try {
+        ev = JSON.parse(line);
+      } catch {
+        throw new AvfsProcessError(`${what} printed a line that is not JSON: ${line.slice(0, 200)}`, { exitCode: null, signal: null, stdout, stderr });
+      }
+      if (isObject(ev) && ev.event === "error" && isObject(ev.error)) {
+        error = ev.error as unknown as ErrorDocument;
+        continue;
+      }
+      if (isObject(ev) && ev.event === "result") result = true;
+      yield ev as unknown as ProxyExecStreamResult;
+    }
+    done = true;
+  } finally {
+    if (!done && child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+  }
+  const end = await ended;
+  const info = { exitCode: end.exitCode, signal: end.signal, stdout, stderr };
+  if (end.startError) throw new AvfsProcessError(`cannot run ${bin}: ${end.startError.message}`, info);
+  if (error) throw new AvfsError(error, end.exitCode ?? error.exit_code, stderr);
+  if (!result) throw new AvfsProcessError(`${what} ended (${end.exitCode ?? end.signal}) without a result event: ${stderr.trim()}`, info);
 }

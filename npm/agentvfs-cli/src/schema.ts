@@ -384,6 +384,22 @@ export interface LsResult {
 }
 
 /**
+ * mcp --http HOST:PORT --json: printed once the server listens. Over stdio nothing is printed but the MCP session itself.
+ * Schema: docs/schema/mcp.json
+ */
+export interface McpResult {
+  transport: "http";
+  /** the streamable HTTP endpoint */
+  url: string;
+  /** the file holding the bearer token every request must carry (mode 0600) */
+  token_file: string;
+  /** the vault the server is pinned to (--vault), else null */
+  vault: string | null;
+  /** the tools the server offers */
+  tools: string[];
+}
+
+/**
  * mkdir.
  * Schema: docs/schema/mkdir.json
  */
@@ -545,6 +561,26 @@ export interface ProxyApprovalResult {
     mac?: string | null;
   };
 }
+
+/**
+ * One line of `proxy exec --stream`: JSON Lines on stdout, the command's output as it comes (stdout and stderr events, in the order read), then exactly one result or error event, last. A piece of output never ends inside a UTF-8 character; output that is not UTF-8 comes in data_base64.
+ * Schema: docs/schema/proxy-exec-stream.json
+ */
+export type ProxyExecStreamResult = {
+  event: "stdout" | "stderr";
+  /** a piece of the stream, as text */
+  data?: string;
+  /** a piece of the stream that is not UTF-8, base64-encoded */
+  data_base64?: string;
+} | {
+  event: "result";
+  /** the run's envelope, as proxy exec --json prints it; its stdout and stderr hold the output within --max-output */
+  envelope: ProxyExecResult;
+} | {
+  event: "error";
+  /** a run that failed, or a request refused before it ran */
+  error: ErrorDocument;
+};
 
 /**
  * avfs proxy exec and avfs proxy show: the envelope of one run, schema_version 1. Fields may be added, never renamed.

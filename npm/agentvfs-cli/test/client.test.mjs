@@ -317,3 +317,29 @@ test("durations: numbers are milliseconds, strings are Go durations, nonsense re
   await assert.rejects(avfs.proxy.exec(["true"], { ...o, timeout: "-5s" }), { error: "InvalidInput" });
   await assert.rejects(avfs.proxy.exec(["true"], { ...o, maxOutput: -5 }), { error: "InvalidInput", exitCode: 5 });
 });
+
+test("proxy.stream yields the output as it comes, then the result; an error is an AvfsError", async () => {
+  await avfs.vault.create("live");
+  const o = { vault: "live", linger: 0 };
+  const seen = [];
+  const started = Date.now();
+  let firstAt;
+  for await (const ev of avfs.proxy.streamShell("echo one; echo err >&2; sleep 1; echo two > two.txt; echo three", o)) {
+    valid("proxy-exec-stream.json", ev);
+    if (ev.event === "stdout" && firstAt === undefined) firstAt = Date.now() - started;
+    seen.push(ev);
+  }
+  const end = Date.now() - started;
+  const text = (name) => seen.filter((e) => e.event === name).map((e) => e.data).join("");
+  assert.equal(text("stdout"), "one\nthree\n");
+  assert.equal(text("stderr"), "err\n");
+  const last = seen.at(-1);
+  assert.equal(last.event, "result");
+  assert.equal(last.envelope.result.state, "completed");
+  assert.deepEqual(last.envelope.result.changes.map((c) => c.path), ["/two.txt"]);
+  assert.ok(end - firstAt > 800, `the first output came ${end - firstAt} ms before the end, not as it was printed`);
+
+  await assert.rejects(async () => {
+    for await (const ev of avfs.proxy.stream(["true"], { vault: "no-such-vault" })) assert.fail(`an event: ${JSON.stringify(ev)}`);
+  }, (e) => e instanceof AvfsError && e.error === "VaultNotFound" && e.exitCode === 3);
+});

@@ -10,12 +10,14 @@ document from stdout and turns it into a dataclass, or raises
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import os
 import subprocess
+import threading
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from ._resolve import StrPath, resolve_binary
 from .errors import AvfsError, ProtocolError
@@ -42,6 +44,7 @@ from .models import (
     RmResult,
     SavedCheckpoint,
     Stat,
+    StreamOutput,
     Unmounted,
     UndoResult,
     Vault,
@@ -398,45 +401,93 @@ class Avfs:
         recorded, and for ``VaultLocked``, missing ``cwd`` or refused
         approvals.
         """
-        if isinstance(command, (str, bytes)):
-            raise TypeError("command is an argv list; pass a script as shell=")
-        if command is not None and shell is not None:
-            raise ValueError("give command or shell, not both")
-        if command is None and shell is None and approval is None:
-            raise ValueError("give command, shell or approval")
-        args: List[str] = ["proxy", "exec"]
-        if cwd is not None:
-            args += ["--cwd", cwd]
-        if timeout is not None:
-            args += ["--timeout", go_duration(timeout)]
-        if grace is not None:
-            args += ["--grace", go_duration(grace)]
-        if checkpoint is not None:
-            args += ["--checkpoint", checkpoint]
-        for key, value in (env or {}).items():
-            args += ["--env", f"{key}={value}"]
-        if readonly:
-            args.append("--readonly")
-        if approval is not None:
-            args += ["--approval", approval]
-        if keep_mount:
-            args.append("--keep-mount")
-        if linger is not None:
-            args += ["--linger", go_duration(linger)]
-        if max_output is not None:
-            args += ["--max-output", str(max_output)]
-        if isolate is not None:
-            args += ["--isolate", isolate]
-        data = None
-        if stdin is not None:
-            args.append("--stdin")
-            data = stdin.encode("utf-8") if isinstance(stdin, str) else bytes(stdin)
-        if shell is not None:
-            args += ["--shell", shell]
-        if command is not None:
-            args += ["--", *command]
+        args, data = _exec_args(
+            command, shell=shell, cwd=cwd, timeout=timeout, grace=grace, checkpoint=checkpoint, env=env,
+            readonly=readonly, approval=approval, keep_mount=keep_mount, linger=linger, max_output=max_output,
+            isolate=isolate, stdin=stdin,
+        )
         doc = self.run_json(args, vault=self._selected(vault), input=data, envelope=True)
         return ProxyExecResult.from_dict(doc)
+
+    def proxy_stream(
+        self,
+        command: Optional[Sequence[str]] = None,
+        *,
+        shell: Optional[str] = None,
+        vault: Optional[str] = None,
+        **options: Any,
+    ) -> Iterator[Union[StreamOutput, ProxyExecResult]]:
+        """Run a command as :meth:`proxy_exec` does, with ``--stream``: an
+        iterator of its output as it comes (:class:`StreamOutput`, in the
+        order read), then the run's :class:`ProxyExecResult`, last.
+
+        Takes proxy_exec's options. Raises :class:`AvfsError` when no run
+        was recorded, as proxy_exec does; closing the iterator early stops
+        avfs with SIGTERM, which interrupts the run (state interrupted)::
+
+            for ev in avfs.proxy_stream(shell="make"):
+                if isinstance(ev, StreamOutput):
+                    sys.stdout.write(ev.text)
+                else:
+                    print(ev.state, ev.exit_code)
+        """
+        args, data = _exec_args(command, shell=shell, **options)
+        argv = self.argv(["proxy", "exec", "--stream", *args[2:]], self._selected(vault))
+        env = {**os.environ, **self.env} if self.env else None
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        errs: List[bytes] = []
+        reader = threading.Thread(target=lambda: errs.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        if data is not None:
+            try:
+                proc.stdin.write(data)  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            except BrokenPipeError:
+                pass  # avfs refused the request before reading; its exit says why
+        error: Optional[Dict[str, Any]] = None
+        result = False
+        lines: List[str] = []
+        finished = False
+        try:
+            for raw in proc.stdout:  # type: ignore[union-attr]
+                line = raw.decode("utf-8", errors="replace")
+                lines.append(line)
+                if not line.strip():
+                    continue
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    raise ProtocolError(
+                        f"avfs printed a line that is not JSON: {line[:200]!r}", argv, "".join(lines), "", None
+                    )
+                kind = ev.get("event") if isinstance(ev, dict) else None
+                if kind in ("stdout", "stderr"):
+                    b = ev["data"].encode("utf-8") if "data" in ev else base64.b64decode(ev["data_base64"])
+                    yield StreamOutput(stream=kind, data=b)
+                elif kind == "result":
+                    result = True
+                    yield ProxyExecResult.from_dict(ev["envelope"])
+                elif kind == "error":
+                    error = ev["error"]
+            finished = True
+        finally:
+            if not finished and proc.poll() is None:
+                proc.terminate()
+            proc.wait()
+            reader.join()
+        stderr = b"".join(errs).decode("utf-8", errors="replace")
+        if error is not None:
+            raise AvfsError(error, argv, stderr, proc.returncode)
+        if not result:
+            raise ProtocolError(
+                f"avfs exited {proc.returncode} without a result event", argv, "".join(lines), stderr, proc.returncode
+            )
 
     def proxy_show(self, run_id: str) -> ProxyExecResult:
         return ProxyExecResult.from_dict(self.run_json(["proxy", "show", "--", run_id], envelope=True))
@@ -474,3 +525,61 @@ class Avfs:
         args = ["policy", "check"] + (["--cwd", cwd] if cwd is not None else [])
         args += ["--shell", shell] if shell is not None else ["--", *(command or [])]
         return self._call(PolicyCheck, args, vault=self._selected(vault))
+
+
+def _exec_args(
+    command: Optional[Sequence[str]] = None,
+    *,
+    shell: Optional[str] = None,
+    cwd: Optional[str] = None,
+    timeout: Optional[Duration] = None,
+    grace: Optional[Duration] = None,
+    checkpoint: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+    readonly: bool = False,
+    approval: Optional[str] = None,
+    keep_mount: bool = False,
+    linger: Optional[Duration] = None,
+    max_output: Optional[int] = None,
+    isolate: Optional[str] = None,
+    stdin: Optional[Union[str, bytes]] = None,
+) -> Tuple[List[str], Optional[bytes]]:
+    """The arguments of ``proxy exec`` for proxy_exec's options, and the stdin to feed it."""
+    if isinstance(command, (str, bytes)):
+        raise TypeError("command is an argv list; pass a script as shell=")
+    if command is not None and shell is not None:
+        raise ValueError("give command or shell, not both")
+    if command is None and shell is None and approval is None:
+        raise ValueError("give command, shell or approval")
+    args: List[str] = ["proxy", "exec"]
+    if cwd is not None:
+        args += ["--cwd", cwd]
+    if timeout is not None:
+        args += ["--timeout", go_duration(timeout)]
+    if grace is not None:
+        args += ["--grace", go_duration(grace)]
+    if checkpoint is not None:
+        args += ["--checkpoint", checkpoint]
+    for key, value in (env or {}).items():
+        args += ["--env", f"{key}={value}"]
+    if readonly:
+        args.append("--readonly")
+    if approval is not None:
+        args += ["--approval", approval]
+    if keep_mount:
+        args.append("--keep-mount")
+    if linger is not None:
+        args += ["--linger", go_duration(linger)]
+    if max_output is not None:
+        args += ["--max-output", str(max_output)]
+    if isolate is not None:
+        args += ["--isolate", isolate]
+    data = None
+    if stdin is not None:
+        args.append("--stdin")
+        data = stdin.encode("utf-8") if isinstance(stdin, str) else bytes(stdin)
+    if shell is not None:
+        args += ["--shell", shell]
+    if command is not None:
+        args += ["--", *command]
+    return args, data

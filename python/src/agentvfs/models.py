@@ -784,6 +784,22 @@ class ApplyResult(Document):
 # "state" enum of docs/schema/proxy-exec.json (test_schema_sync checks).
 RUN_STATES: Tuple[str, ...] = ("completed", "timed_out", "interrupted", "denied", "awaiting_approval", "failed")
 
+
+@dataclass(frozen=True)
+class StreamOutput:
+    """A piece of a command's output, as ``proxy exec --stream`` reports it
+    while the command runs (docs/schema/proxy-exec-stream.json):
+    :meth:`Avfs.proxy_stream` yields these, then the run's envelope."""
+
+    stream: str  # "stdout" or "stderr"
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        """The piece as text; bytes that are not UTF-8 become U+FFFD."""
+        return self.data.decode("utf-8", errors="replace")
+
+
 SCHEMAS: Dict[str, Type[Document]] = {
     "version.json": VersionInfo,
     "vault-info.json": Vault,

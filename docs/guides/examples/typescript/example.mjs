@@ -29,6 +29,11 @@ try {
   console.log(`stdout: ${run.result.stdout.trim()}`);
   for (const change of run.result.changes) console.log(`${change.kind} ${change.path}`);
 
+  for await (const ev of task.proxy.streamShell("echo building; echo done > built.txt")) {
+    if (ev.event === "stdout") process.stdout.write(`live: ${ev.data}`);
+    if (ev.event === "result") console.log(`streamed run: ${ev.envelope.result.state}`);
+  }
+
   // Denied, awaiting approval, timed out: still an envelope, never a throw.
   const fetch = await task.proxy.exec(["curl", "https://example.com"]);
   if (fetch.result.state === "awaiting_approval") {

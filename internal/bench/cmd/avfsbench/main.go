@@ -18,7 +18,7 @@ import (
 func main() {
 	sizes := flag.String("files", "100,10000,100000", "vault sizes (file counts) for the layer benchmarks")
 	total := flag.Int64("total-mb", 1024, "bytes in the largest vault, in MiB (the others keep the same file size)")
-	engines := flag.String("engines", "sqlite,bolt", "engines to measure")
+	engines := flag.String("engines", "sqlite,bolt,postgres", "engines to measure (postgres: layers only, on a server the run starts)")
 	reps := flag.Int("reps", 15, "repetitions per measurement (the median is reported)")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
 	sections := flag.String("sections", "layers,io,verify,workout,mount,proxy,growth", "what to measure: layers, io, verify, workout (diff --patch and merge; per engine), mount, proxy, growth (per engine)")
@@ -58,6 +58,14 @@ func main() {
 	}
 	start := time.Now()
 	for _, e := range strings.Split(*engines, ",") {
+		if e == "postgres" {
+			if want["layers"] {
+				if err := bench.PostgresLayers(cfg); err != nil {
+					fail(err)
+				}
+			}
+			continue
+		}
 		if want["layers"] {
 			if err := bench.Layers(cfg, e); err != nil {
 				fail(err)

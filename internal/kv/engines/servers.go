@@ -1,0 +1,84 @@
+package engines
+
+import (
+	"strings"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/kv/postgres"
+)
+
+// server is an engine whose store lives on a database server, named by an
+// address (a DSN) instead of a path. One address holds many stores, each
+// a table.
+type server struct {
+	name    string
+	schemes []string
+	caps    kv.Capabilities
+	create  func(addr, table string) (kv.Engine, error)
+	open    func(addr, table string) (kv.Engine, error)
+}
+
+// servers lists the server engines. Adding one means adding it here.
+var servers = []server{
+	{
+		name:    postgres.Name,
+		schemes: []string{"postgres://", "postgresql://"},
+		caps:    postgres.Caps,
+		create: func(a, t string) (kv.Engine, error) {
+			return postgres.Create(a, &postgres.Options{Table: t})
+		},
+		open: func(a, t string) (kv.Engine, error) {
+			return postgres.Open(a, &postgres.Options{Table: t})
+		},
+	},
+}
+
+func lookupAddress(addr string) (server, bool) {
+	for _, s := range servers {
+		for _, scheme := range s.schemes {
+			if strings.HasPrefix(addr, scheme) {
+				return s, true
+			}
+		}
+	}
+	return server{}, false
+}
+
+// IsAddress reports whether s names a store on a server (a postgres://
+// URL) rather than a file.
+func IsAddress(s string) bool {
+	_, ok := lookupAddress(s)
+	return ok
+}
+
+// CreateAt makes store table at the server address addr. Its errors are
+// the engine's: os.ErrExist for a table that exists, kv.ErrUnavailable
+// for a server that cannot be reached, kv.ErrForeign for a database of
+// another program, kv.ErrNewerFormat for a newer avfs's. Server engines
+// are not shared per process as files are: each call has its own pool.
+func CreateAt(addr, table string) (kv.Engine, error) {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return nil, errNotAddress(addr)
+	}
+	return s.create(addr, table)
+}
+
+// OpenAt opens store table at addr, with CreateAt's errors and
+// os.ErrNotExist for a table that is not there.
+func OpenAt(addr, table string) (kv.Engine, error) {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return nil, errNotAddress(addr)
+	}
+	return s.open(addr, table)
+}
+
+type errNotAddress string
+
+func (e errNotAddress) Error() string {
+	// An address that is not one of ours may still hold a password: name
+	// its scheme only.
+	scheme, _, _ := strings.Cut(string(e), ":")
+	return "kv: " + scheme + ": not the address of a known server engine (postgres://…)"
+}

@@ -1,0 +1,243 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+)
+
+// statements are the queries on one table.
+type statements struct {
+	get, has, put, del string
+	scan, scanTo       string // first page: k >= $1 (and k < $2)
+	next, nextTo       string // later pages: k > $1
+}
+
+func newStatements(table string) statements {
+	t := `"` + table + `"`
+	return statements{
+		get:    "SELECT v FROM " + t + " WHERE k = $1",
+		has:    "SELECT 1 FROM " + t + " WHERE k = $1",
+		put:    "INSERT INTO " + t + " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+		del:    "DELETE FROM " + t + " WHERE k = $1",
+		scan:   "SELECT k, v FROM " + t + " WHERE k >= $1 ORDER BY k LIMIT $2",
+		scanTo: "SELECT k, v FROM " + t + " WHERE k >= $1 AND k < $3 ORDER BY k LIMIT $2",
+		next:   "SELECT k, v FROM " + t + " WHERE k > $1 ORDER BY k LIMIT $2",
+		nextTo: "SELECT k, v FROM " + t + " WHERE k > $1 AND k < $3 ORDER BY k LIMIT $2",
+	}
+}
+
+// Pending writes are sent when a read needs them, at commit, and when
+// they pass these bounds.
+const (
+	maxPendingOps   = 512
+	maxPendingBytes = 4 << 20
+)
+
+// Scan pages start small (most scans stop early or are short) and grow.
+const (
+	firstPage = 32
+	maxPage   = 1024
+)
+
+var (
+	errTxDone      = fmt.Errorf("kv/postgres: transaction has ended: %w", kv.ErrClosed)
+	errWriteInScan = errors.New("kv/postgres: Put or Delete during a Scan")
+)
+
+// op is a write not yet sent (or a savepoint statement, args nil).
+type op struct {
+	sql  string
+	args []any
+}
+
+// writes are a transaction's writes not yet sent; a batch's steps share
+// them.
+type writes struct {
+	pending []op
+	bytes   int
+	flushes int // how many times pending was sent
+}
+
+// tx is one transaction (or one batch step) on one connection.
+type tx struct {
+	db       *DB
+	ctx      context.Context
+	c        *pgx.Conn
+	write    bool
+	done     bool
+	scanning int
+	w        *writes
+}
+
+var (
+	_ kv.Tx    = (*tx)(nil)
+	_ kv.Haser = (*tx)(nil)
+)
+
+func (t *tx) check() error {
+	if t.done {
+		return errTxDone
+	}
+	return t.flush()
+}
+
+// flush sends the pending writes in one pipelined round trip.
+func (t *tx) flush() error {
+	w := t.w
+	if w == nil || len(w.pending) == 0 {
+		return nil
+	}
+	var b pgx.Batch
+	for _, o := range w.pending {
+		b.Queue(o.sql, o.args...)
+	}
+	w.pending, w.bytes = w.pending[:0], 0
+	w.flushes++
+	return t.db.wrap("write", t.c.SendBatch(t.ctx, &b).Close())
+}
+
+func (t *tx) Get(key []byte) ([]byte, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	var v []byte
+	err := t.c.QueryRow(t.ctx, t.db.sql.get, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, kv.ErrNotFound
+	}
+	if err != nil {
+		return nil, t.db.wrap("get", err)
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v, nil
+}
+
+func (t *tx) Has(key []byte) (bool, error) {
+	if err := t.check(); err != nil {
+		return false, err
+	}
+	var one int
+	err := t.c.QueryRow(t.ctx, t.db.sql.has, key).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, t.db.wrap("get", err)
+}
+
+func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if start == nil {
+		start = []byte{}
+	}
+	if end != nil && bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	q, from, page := t.db.sql.scan, start, firstPage
+	if end != nil {
+		q = t.db.sql.scanTo
+	}
+	t.scanning++
+	defer func() { t.scanning-- }()
+	for {
+		args := []any{from, page}
+		if end != nil {
+			args = append(args, end)
+		}
+		rows, err := t.c.Query(t.ctx, q, args...)
+		if err != nil {
+			return t.db.wrap("scan", err)
+		}
+		var ks, vs [][]byte
+		for rows.Next() {
+			var k, v []byte
+			if err := rows.Scan(&k, &v); err != nil {
+				rows.Close()
+				return t.db.wrap("scan", err)
+			}
+			if v == nil {
+				v = []byte{}
+			}
+			ks, vs = append(ks, k), append(vs, v)
+		}
+		if err := rows.Err(); err != nil {
+			return t.db.wrap("scan", err)
+		}
+		for i := range ks {
+			if t.done {
+				return errTxDone
+			}
+			more, err := fn(ks[i], vs[i])
+			if err != nil || !more {
+				return err
+			}
+		}
+		if len(ks) < page {
+			return nil
+		}
+		from = ks[len(ks)-1]
+		q = t.db.sql.next
+		if end != nil {
+			q = t.db.sql.nextTo
+		}
+		page = min(page*4, maxPage)
+	}
+}
+
+func (t *tx) writable() error {
+	switch {
+	case t.done:
+		return errTxDone
+	case !t.write:
+		return kv.ErrReadOnly
+	case t.scanning > 0:
+		return errWriteInScan
+	}
+	return nil
+}
+
+func (t *tx) Put(key, value []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if len(key) == 0 {
+		return kv.ErrEmptyKey
+	}
+	return t.queue(op{t.db.sql.put, []any{bytes.Clone(key), append(make([]byte, 0, len(value)), value...)}}, len(key)+len(value))
+}
+
+func (t *tx) Delete(key []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.queue(op{t.db.sql.del, []any{bytes.Clone(key)}}, len(key))
+}
+
+func (t *tx) queue(o op, n int) error {
+	w := t.w
+	w.pending = append(w.pending, o)
+	w.bytes += n
+	if len(w.pending) >= maxPendingOps || w.bytes >= maxPendingBytes {
+		return t.flush()
+	}
+	return nil
+}
+
+// isNetErr reports a failure of the connection itself.
+func isNetErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+func replaceAll(s, old, repl string) string { return strings.ReplaceAll(s, old, repl) }
