@@ -298,3 +298,35 @@ func ExampleIsKind() {
 	// true
 	// VaultNotFound
 }
+
+func ExamplePatch() {
+	home, cleanup := newHome()
+	defer cleanup()
+	v, err := home.Create("work", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+
+	_ = v.WriteFile("/edit.txt", []byte("one\ntwo\n"), 0o644)
+	if _, err := v.SaveCheckpoint("start", ""); err != nil {
+		log.Fatal(err)
+	}
+	_ = v.WriteFile("/edit.txt", []byte("one\n2\n"), 0o644)
+
+	patches, err := avfs.Patch(avfs.State{Vault: v, Checkpoint: "start"}, avfs.State{Vault: v})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range patches {
+		fmt.Print(p.Text)
+	}
+	// Output:
+	// diff --git a/edit.txt b/edit.txt
+	// --- a/edit.txt
+	// +++ b/edit.txt
+	// @@ -1,2 +1,2 @@
+	//  one
+	// -two
+	// +2
+}

@@ -182,10 +182,12 @@ const (
 )
 
 // State names a state of a vault: its working state (Checkpoint "") or
-// one of its checkpoints.
+// one of its checkpoints; with After, the state just after that
+// checkpoint (for a proxy run's checkpoint: what the run left).
 type State struct {
 	Vault      *Vault
 	Checkpoint string
+	After      bool
 }
 
 // Diff lists the paths that differ between two states, sorted by path.
@@ -210,7 +212,45 @@ func (s State) ref() (vfs.StateRef, error) {
 			return vfs.StateRef{}, err
 		}
 	}
-	return vfs.StateRef{Vault: s.Vault.v, Checkpoint: s.Checkpoint}, nil
+	return vfs.StateRef{Vault: s.Vault.v, Checkpoint: s.Checkpoint, After: s.After && s.Checkpoint != ""}, nil
+}
+
+// FilePatch is one change in git's patch format.
+type FilePatch struct {
+	Path string
+	// Text is what `git apply` takes; "" when git keeps nothing of the
+	// path (a directory, a device, a mode other than the execute bit).
+	Text   string
+	Binary bool // Text is a git binary patch ("Binary files … differ" over 16 MiB)
+	// Insertions and Deletions count the lines changed.
+	Insertions, Deletions int
+}
+
+// Patch returns the changes between two states as git patches, sorted by
+// path: applied with `git apply` to a tree holding from, they make to.
+// Only the changed paths are read.
+func Patch(from, to State) ([]FilePatch, error) {
+	f, err := from.ref()
+	if err != nil {
+		return nil, err
+	}
+	t, err := to.ref()
+	if err != nil {
+		return nil, err
+	}
+	changes, err := vfs.Diff(f, t)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := vfs.Patches(f, t, changes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]FilePatch, len(ps))
+	for i, p := range ps {
+		out[i] = FilePatch{Path: p.Path, Text: p.Text, Binary: p.Binary, Insertions: p.Insertions, Deletions: p.Deletions}
+	}
+	return out, nil
 }
 
 // Diff lists what changed in this vault from checkpoint from to checkpoint

@@ -196,6 +196,7 @@ docs/json-contract.md.`,
 	add("vaults", a.vaultCmd(), a.checkpointCmd(), a.quotaCmd())
 	add("files", a.fileCmds()...)
 	add("files", a.importCmd(), a.exportCmd())
+	add("files", a.diffCmd(), a.applyCmd())
 	add("files", a.mountCmds()...)
 	add("proxy", a.proxyCmd(), a.policyCmd(), a.mcpCmd())
 	add("maint", a.fsckCmd(), a.gcCmd(), a.compactCmd(), a.versionCmd(), a.completionCmd())

@@ -32,7 +32,8 @@ type exporter struct {
 	buf   []byte
 }
 
-func (a *app) exportTree(v *vfs.Vault, vaultPath, hostDir string, force bool) (*transferResult, error) {
+func (a *app) exportTree(st vfs.StateRef, vaultPath, hostDir string, force bool) (*transferResult, error) {
+	v := st.Vault
 	src, err := vfs.CleanPath(vaultPath)
 	if err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func (a *app) exportTree(v *vfs.Vault, vaultPath, hostDir string, force bool) (*
 	ex := &exporter{a: a, host: abs, force: force, links: map[vfs.Ino]string{}, res: res,
 		prog: a.newProgress("export"), buf: make([]byte, ioStep)}
 	defer ex.prog.done()
-	err = v.View(func(tx *vfs.Tx) error {
+	err = st.View(func(tx *vfs.Tx) error {
 		ex.tx = tx
 		at, err := tx.Resolve(src, true)
 		if err != nil {

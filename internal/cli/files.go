@@ -129,16 +129,18 @@ func (r lsResult) human(w io.Writer) {
 
 func (a *app) lsCmd() *cobra.Command {
 	var long, all bool
+	var at string
 	c := &cobra.Command{
 		Use:   "ls [PATH]",
 		Short: "List a directory of the vault",
 		Long: `List directory PATH of the selected vault (default /), sorted by name. Names
 starting with . are left out unless -a is given. A PATH that is not a
 directory lists itself. JSON output always carries every field; -l only
-changes the human form.`,
+changes the human form. --at REF lists the directory as a past state held
+it. ` + refHelp,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.view(argOr(args, 0, "/"), func(tx *vfs.Tx) (any, error) {
+			return a.viewAt(at, argOr(args, 0, "/"), func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(argOr(args, 0, "/"))
 				if err != nil {
 					return nil, err
@@ -180,6 +182,7 @@ changes the human form.`,
 	}
 	c.Flags().BoolVarP(&long, "long", "l", false, "long listing: mode, links, size, time")
 	c.Flags().BoolVarP(&all, "all", "a", false, "include names starting with .")
+	atFlag(c, &at)
 	return c
 }
 
@@ -225,18 +228,20 @@ func (r treeResult) human(w io.Writer) {
 func (a *app) treeCmd() *cobra.Command {
 	var depth int
 	var all bool
+	var at string
 	c := &cobra.Command{
 		Use:   "tree [PATH]",
 		Short: "Show the tree below a directory of the vault",
 		Long: `Show the tree below PATH (default /). -L limits the depth (0: no limit).
 Names starting with . are left out unless -a is given. The counts do not
-include PATH itself.`,
+include PATH itself. --at REF shows the tree a past state held.
+` + refHelp,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			if depth < 0 {
 				return nil, invalidf("tree", "-L must be 0 (no limit) or positive")
 			}
-			return a.view(argOr(args, 0, "/"), func(tx *vfs.Tx) (any, error) {
+			return a.viewAt(at, argOr(args, 0, "/"), func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(argOr(args, 0, "/"))
 				if err != nil {
 					return nil, err
@@ -289,6 +294,7 @@ include PATH itself.`,
 	}
 	c.Flags().IntVarP(&depth, "level", "L", 0, "descend at most this many levels (0: no limit)")
 	c.Flags().BoolVarP(&all, "all", "a", false, "include names starting with .")
+	atFlag(c, &at)
 	return c
 }
 
@@ -334,14 +340,16 @@ func (r statResult) human(w io.Writer) {
 
 func (a *app) statCmd() *cobra.Command {
 	var follow bool
+	var at string
 	c := &cobra.Command{
 		Use:   "stat PATH",
 		Short: "Show the attributes of a file in the vault",
 		Long: `Show the attributes of PATH. A symlink is described itself, with its target,
-unless -L is given.`,
+unless -L is given. --at REF describes it as a past state held it.
+` + refHelp,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.view(args[0], func(tx *vfs.Tx) (any, error) {
+			return a.viewAt(at, args[0], func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(args[0])
 				if err != nil {
 					return nil, err
@@ -368,11 +376,13 @@ unless -L is given.`,
 		}),
 	}
 	c.Flags().BoolVarP(&follow, "dereference", "L", false, "follow a symlink at PATH")
+	atFlag(c, &at)
 	return c
 }
 
 func (a *app) catCmd() *cobra.Command {
-	return &cobra.Command{
+	var at string
+	c := &cobra.Command{
 		Use:   "cat PATH",
 		Short: "Print a file of the vault",
 		Long: `Print file PATH to standard output, streamed in 1 MiB steps from one
@@ -380,10 +390,11 @@ consistent state of the vault.
 
 With --json the document is {"path","size","encoding","content"}: encoding is
 "utf-8" when the file is valid UTF-8 (content is then the text) and "base64"
-otherwise.`,
+otherwise. --at REF prints the file as a past state held it.
+` + refHelp,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.view(args[0], func(tx *vfs.Tx) (any, error) {
+			return a.viewAt(at, args[0], func(tx *vfs.Tx) (any, error) {
 				clean, err := vfs.CleanPath(args[0])
 				if err != nil {
 					return nil, err
@@ -403,6 +414,8 @@ otherwise.`,
 			})
 		}),
 	}
+	atFlag(c, &at)
+	return c
 }
 
 // stream copies a file's content to w, one step at a time.

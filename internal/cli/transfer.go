@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentvfs/agentvfs/internal/refs"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -76,6 +77,7 @@ save a checkpoint first to be able to undo it.`,
 
 func (a *app) exportCmd() *cobra.Command {
 	var force bool
+	var at string
 	c := &cobra.Command{
 		Use:   "export [VAULT_PATH] HOST_DIR",
 		Short: "Copy files from the selected vault to a host directory",
@@ -93,16 +95,18 @@ directory is opened relative to its parent without following symlinks,
 files are created exclusively and never through a symlink. Existing files
 in HOST_DIR are not replaced (AlreadyExists) unless --force is given, which
 replaces files and symlinks but never follows them; existing directories
-are merged.`,
+are merged.
+
+--at REF exports a past state instead of the working state. ` + refHelp,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			src, dst := "/", args[0]
 			if len(args) == 2 {
 				src, dst = args[0], args[1]
 			}
-			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
+			return a.withState(at, func(_ *registry.Home, s refs.State) (any, error) {
 				start := time.Now()
-				r, err := a.exportTree(v, src, dst, force)
+				r, err := a.exportTree(s.StateRef, src, dst, force)
 				if err != nil {
 					return nil, err
 				}
@@ -112,6 +116,7 @@ are merged.`,
 		}),
 	}
 	c.Flags().BoolVarP(&force, "force", "f", false, "replace existing files and symlinks in HOST_DIR")
+	atFlag(c, &at)
 	return c
 }
 

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,7 +21,7 @@ import (
 func (a *app) vaultCmd() *cobra.Command {
 	return a.group("vault", "Create, list, inspect, fork, select and delete vaults",
 		a.vaultCreateCmd(), a.vaultListCmd(), a.vaultInfoCmd(), a.vaultUseCmd(),
-		a.vaultForkCmd(), a.vaultDeleteCmd())
+		a.vaultForkCmd(), a.vaultMergeCmd(), a.vaultDeleteCmd())
 }
 
 // vaultInfo is the JSON of vault create, info and use.
@@ -37,6 +39,9 @@ type vaultInfo struct {
 	Usage         vfs.Usage `json:"usage"`
 	Quota         vfs.Quota `json:"quota"`
 	FileSize      int64     `json:"file_size"` // bytes of the vault file on disk
+	// Origin is where the content came from (vault create --from); null
+	// when it was not imported so.
+	Origin *vfs.Origin `json:"origin"`
 	// Space says who needs the bytes of the file; vault info only.
 	Space *vfs.SpaceReport `json:"space,omitempty"`
 }
@@ -58,6 +63,9 @@ func (r vaultInfo) human(w io.Writer) {
 	fmt.Fprintf(tw, "usage\t%s in %d files\n", sizeString(r.Usage.Bytes), r.Usage.Files)
 	fmt.Fprintf(tw, "quota\t%s\n", quotaString(r.Quota))
 	fmt.Fprintf(tw, "file size\t%s\n", sizeString(r.FileSize))
+	if r.Origin != nil {
+		fmt.Fprintf(tw, "origin\t%s (checkpoint %s)\n", r.Origin.HostDir, r.Origin.Checkpoint)
+	}
 	if sp := r.Space; sp != nil {
 		fmt.Fprintf(tw, "live data\t%s\n", sizeString(sp.LiveBytes))
 		fmt.Fprintf(tw, "held by checkpoints\t%s\n", sizeString(sp.CheckpointBytes))
@@ -96,6 +104,9 @@ func describe(h *registry.Home, v *vfs.Vault) (vaultInfo, error) {
 		return err
 	})
 	r.FileSize = fileSize(r.Path)
+	if err == nil {
+		r.Origin, err = v.Origin()
+	}
 	return r, err
 }
 
@@ -111,7 +122,7 @@ func fileSize(path string) int64 {
 }
 
 func (a *app) vaultCreateCmd() *cobra.Command {
-	var backend string
+	var backend, from string
 	var use bool
 	var q vfs.Quota
 	c := &cobra.Command{
@@ -119,7 +130,11 @@ func (a *app) vaultCreateCmd() *cobra.Command {
 		Short: "Create an empty vault",
 		Long: `Create an empty vault NAME: one file under $AVFS_HOME/vaults. Names are 1-64
 characters of A-Z a-z 0-9 _ - and do not start with -. Quotas of 0 mean
-unlimited and can be changed later with ` + "`avfs quota set`.",
+unlimited and can be changed later with ` + "`avfs quota set`." + `
+
+--from HOST_DIR imports HOST_DIR into the new vault, saves checkpoint
+"origin" and records both (vault info shows them as "origin"): ` + "`avfs apply`" + `
+then writes the vault's changes since that checkpoint back into HOST_DIR.`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			if err := q.Check(); err != nil {
@@ -134,6 +149,12 @@ unlimited and can be changed later with ` + "`avfs quota set`.",
 				return nil, err
 			}
 			defer v.Close()
+			if from != "" {
+				if err := a.importOrigin(v, from); err != nil {
+					v.Close()
+					return nil, errors.Join(err, h.Delete(args[0])) // a failed create leaves no vault
+				}
+			}
 			if use {
 				if err := h.Use(args[0]); err != nil {
 					return nil, err
@@ -145,6 +166,7 @@ unlimited and can be changed later with ` + "`avfs quota set`.",
 	f := c.Flags()
 	f.StringVar(&backend, "backend", engines.Default, "storage engine: "+strings.Join(engines.Names(), ", "))
 	f.BoolVar(&use, "use", false, "make the new vault the current vault")
+	f.StringVar(&from, "from", "", "import this host directory and record it as the vault's origin")
 	f.Int64Var(&q.MaxSizeMB, "max-size-mb", 0, "quota: total size of file data, in MiB")
 	f.Int64Var(&q.MaxFiles, "max-files", 0, "quota: number of files, directories and links")
 	f.Int64Var(&q.MaxFileSizeMB, "max-file-size-mb", 0, "quota: size of one file, in MiB")
@@ -422,4 +444,21 @@ on is refused with VaultHasForks, naming them: delete the forks first.`,
 	}
 	c.Flags().BoolVarP(&yes, "yes", "y", false, "really delete")
 	return c
+}
+
+// importOrigin imports hostDir into v, saves checkpoint "origin" and
+// records both as v's origin.
+func (a *app) importOrigin(v *vfs.Vault, hostDir string) error {
+	abs, err := filepath.Abs(hostDir)
+	if err != nil {
+		return hostErr("vault create", hostDir, err)
+	}
+	if _, err := a.importTree(v, abs, "/"); err != nil {
+		return err
+	}
+	cp, err := v.SaveCheckpoint("origin", "imported from "+abs)
+	if err != nil {
+		return err
+	}
+	return v.SetOrigin(vfs.Origin{HostDir: abs, Checkpoint: cp.Name, RecordedAt: cp.CreatedAt})
 }

@@ -85,6 +85,8 @@ func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
 		if err := v.DeleteCheckpoint(a.Checkpoint); err != nil {
 			return summary{}, err
 		}
+	} else if err := v.Seal(); err != nil { // run:ID^after is exactly what the run left
+		return summary{}, err
 	}
 	return summary{Changes: changes, Renames: renames}, nil
 }

@@ -69,6 +69,28 @@ func getCheckpoint(kt kv.Tx, name string) (Checkpoint, error) {
 	return cp, nil
 }
 
+// layerAfter returns the layer that saving cp started: the first child of
+// cp's layer (a restore of cp starts later ones, with higher ids).
+func layerAfter(kt kv.Tx, cp Checkpoint) (uint64, error) {
+	var found uint64
+	start := layerKey(cp.Layer + 1)
+	err := kt.Scan(start, kv.PrefixEnd([]byte{prefixLayer}), func(k, b []byte) (bool, error) {
+		l, err := decodeLayer(b)
+		if err != nil || len(k) != 9 {
+			return false, corruptf("layer record %x is malformed", k)
+		}
+		if l.Parent == cp.Layer {
+			found = u64From(k[1:])
+			return false, nil
+		}
+		return true, nil
+	})
+	if err == nil && found == 0 {
+		err = corruptf("no layer stands on checkpoint %q", cp.Name)
+	}
+	return found, err
+}
+
 // freezeTop freezes the top layer and puts a new empty one over it, which
 // inherits the usage counters. It returns the frozen layer. O(1).
 func freezeTop(kt kv.Tx, now time.Time) (frozen uint64, rec *layerRecord, err error) {
@@ -145,6 +167,18 @@ func (v *Vault) SaveCheckpoint(name, message string) (Checkpoint, error) {
 		return kt.Put(checkpointKey(name), b)
 	})
 	return cp, storageErr("checkpoint save", v.Name(), err)
+}
+
+// Seal freezes the working state without naming it and goes on in a new
+// top layer, so that what was written so far stays apart from what comes
+// next: a proxy run seals its writes, and ViewAfter of its checkpoint then
+// reads exactly what the run left. O(1).
+func (v *Vault) Seal() error {
+	err := v.eng.Update(func(kt kv.Tx) error {
+		_, _, err := freezeTop(kt, v.now())
+		return err
+	})
+	return storageErr("seal", v.Name(), err)
 }
 
 // Checkpoints lists the vault's checkpoints, oldest first.

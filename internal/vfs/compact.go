@@ -59,6 +59,17 @@ func loadGraph(kt kv.Tx) (*graph, error) {
 			g.children[l.Parent] = append(g.children[l.Parent], id)
 		}
 	}
+	// The layer a checkpoint's save started, once sealed or frozen, is the
+	// state after it (ViewAfter, run:ID^after, also after an undo):
+	// merging it into its child would put later writes in it. A working
+	// state a restore abandoned unfrozen is no such state and goes.
+	for _, cp := range cps {
+		if kids := g.children[cp.Layer]; len(kids) > 0 {
+			if first := slices.Min(kids); g.layers[first].Frozen {
+				g.named[first] = true
+			}
+		}
+	}
 	return g, nil
 }
 

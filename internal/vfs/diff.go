@@ -33,19 +33,30 @@ type Change struct {
 	SizeAfter  int64      `json:"size_after"`
 }
 
-// StateRef names a state: a vault's working state (Checkpoint "") or one
-// of its checkpoints.
+// StateRef names a state: a vault's working state (Checkpoint ""), one
+// of its checkpoints, or with After the state just after a checkpoint
+// (see Vault.ViewAfter).
 type StateRef struct {
 	Vault      *Vault
 	Checkpoint string
+	After      bool
+	layer      uint64 // a layer's state (a merge base), when not 0
 }
 
-func (r StateRef) view(fn func(*Tx) error) error {
-	if r.Checkpoint == "" {
+// View runs fn read-only on the state r names.
+func (r StateRef) View(fn func(*Tx) error) error {
+	switch {
+	case r.layer != 0:
+		return r.Vault.runSpec(txSpec{layer: r.layer}, fn)
+	case r.Checkpoint == "":
 		return r.Vault.View(fn)
+	case r.After:
+		return r.Vault.ViewAfter(r.Checkpoint, fn)
 	}
 	return r.Vault.ViewAt(r.Checkpoint, fn)
 }
+
+func (r StateRef) view(fn func(*Tx) error) error { return r.View(fn) }
 
 // layerID names a layer across files.
 type layerID struct {

@@ -56,8 +56,22 @@ func (v *Vault) ViewAt(checkpoint string, fn func(*Tx) error) error {
 	return v.run(false, &checkpoint, fn)
 }
 
+// ViewAfter runs fn read-only on the state just after the named
+// checkpoint: the layer the checkpoint's save started, sealed (Seal) or
+// frozen since, or still the working state. A proxy run saves its
+// checkpoint, writes only into that layer and seals it, so this is
+// exactly the state the run left; compaction keeps that layer apart.
+func (v *Vault) ViewAfter(checkpoint string, fn func(*Tx) error) error {
+	return v.runSpec(txSpec{checkpoint: &checkpoint, after: true}, fn)
+}
+
 func (v *Vault) run(write bool, checkpoint *string, fn func(*Tx) error) error {
-	body := v.body(txSpec{write: write, latest: write, checkpoint: checkpoint}, fn)
+	return v.runSpec(txSpec{write: write, latest: write, checkpoint: checkpoint}, fn)
+}
+
+func (v *Vault) runSpec(spec txSpec, fn func(*Tx) error) error {
+	write := spec.write
+	body := v.body(spec, fn)
 	var err error
 	if write {
 		if err := v.checkGuard(); err != nil {
@@ -83,6 +97,8 @@ type txSpec struct {
 	// batch), not only the last commit.
 	latest     bool
 	checkpoint *string // a saved state instead of the working state
+	after      bool    // the state just after checkpoint (ViewAfter)
+	layer      uint64  // a frozen layer's state instead (a merge base); 0: none
 	// batch, when set, is the batch the transaction is a step or a read
 	// of. It keeps the chain across its steps (it holds the write lock,
 	// so only its own steps could change the layer graph, and none does)
@@ -96,7 +112,7 @@ type txSpec struct {
 // chain's parent files and runs fn.
 func (v *Vault) body(spec txSpec, fn func(*Tx) error) func(kv.Tx) error {
 	rc := txCache{latest: spec.latest}
-	if v.cache != nil && spec.checkpoint == nil {
+	if v.cache != nil && spec.checkpoint == nil && spec.layer == 0 {
 		rc.c = v.cache
 		rc.gen, _ = v.cache.begin()
 	}
@@ -104,10 +120,18 @@ func (v *Vault) body(spec txSpec, fn func(*Tx) error) func(kv.Tx) error {
 		var c *chain
 		var err error
 		switch {
+		case spec.layer != 0:
+			c, err = v.chainAt(kt, spec.layer)
 		case spec.checkpoint != nil:
 			var cp Checkpoint
 			if cp, err = getCheckpoint(kt, *spec.checkpoint); err == nil {
-				c, err = v.chainAt(kt, cp.Layer)
+				layer := cp.Layer
+				if spec.after {
+					layer, err = layerAfter(kt, cp)
+				}
+				if err == nil {
+					c, err = v.chainAt(kt, layer)
+				}
 			}
 		case spec.batch != nil && spec.batch.chain != nil:
 			c = spec.batch.chain

@@ -107,6 +107,12 @@ def test_checkpoints(avfs: Avfs) -> None:
     assert all(isinstance(c, DiffEntry) for c in diff.changes)
     assert (diff.summary.added, diff.summary.modified, diff.summary.deleted) == (1, 1, 0)
     assert diff.raw["from"] == "vault:v@c1"
+    content = avfs.diff(vault="v")
+    assert [(c.path, c.binary, c.insertions, c.deletions) for c in content.changes] == [
+        ("/f", False, 1, 1), ("/g", False, 1, 0)]
+    assert content.changes[1].patch.startswith("diff --git a/g b/g\nnew file mode 100644\n")
+    assert avfs.cat("/f", at="c1", vault="v").text == "one"
+    assert [e.name for e in avfs.ls(at="c1", vault="v").entries] == ["f"]
 
     info = avfs.checkpoint_info("c1", vault="v")
     assert isinstance(info, Checkpoint) and info.message == "first"
@@ -126,7 +132,7 @@ def test_checkpoints(avfs: Avfs) -> None:
     assert (exc.value.error, exc.value.exit_code) == ("NoActiveVault", 10)
 
 
-def test_full_cycle(avfs: Avfs, fuse: None) -> None:
+def test_full_cycle(avfs: Avfs, fuse: None, tmp_path: Path) -> None:
     """create -> fork -> checkpoint -> proxy exec in the fork -> restore."""
     avfs.vault_create("base")
     avfs.write("/README", "base\n", vault="base")
@@ -150,6 +156,11 @@ def test_full_cycle(avfs: Avfs, fuse: None) -> None:
 
     # The fork changed, the base did not.
     # (avfs wants a selected vault even when both states name theirs.)
+    applied = avfs.apply(str(tmp_path), from_="vault:base", to="vault:task", dry_run=True, vault="task")
+    assert (applied.dry_run, [a.path for a in applied.applied]) == (True, ["/f.txt"])
+    merge = avfs.vault_merge("task", dry_run=True)
+    assert (merge.target, merge.merged, merge.checkpoint) == ("base", False, None)
+    assert [(a.path, a.kind) for a in merge.applied] == [("/f.txt", "added")]
     diff = avfs.checkpoint_diff("vault:base", "vault:task", vault="task")
     assert [(c.path, c.kind) for c in diff.changes] == [("/f.txt", "added")]
     with pytest.raises(AvfsError):

@@ -20,6 +20,11 @@ export interface VaultOption {
   vault?: string;
 }
 
+/** A REF naming the state to read instead of the working state. */
+export interface AtOption {
+  at?: string;
+}
+
 /**
  * A duration: a bare number is milliseconds (as the envelope's timeout_ms,
  * grace_ms and linger_ms; the Python client reads numbers the same way), a
@@ -69,6 +74,7 @@ function duration(d: Duration): string {
 }
 const flag = (on: boolean | undefined, name: string) => (on ? [name] : []);
 const opt = (value: string | number | undefined, name: string) => (value === undefined ? [] : [name, String(value)]);
+const at = (ref: string | undefined) => opt(ref, "--at");
 
 /**
  * A client for one avfs home. Every method runs the avfs binary once with
@@ -134,9 +140,13 @@ export class Avfs {
     return this.run(["write", ...flag(o.append, "--append"), "--", path], { ...o, scoped: true, input: content });
   }
 
-  /** cat: the content as text (encoding utf-8) or base64; see readFile for bytes. */
-  cat(path: string, o: VaultOption = {}): Promise<S.CatResult> {
-    return this.run(["cat", "--", path], { ...o, scoped: true });
+  /**
+   * cat: the content as text (encoding utf-8) or base64; see readFile for
+   * bytes. `at` is a REF: "@", CHECKPOINT, "vault:NAME[@CHECKPOINT]",
+   * "run:ID" or "run:ID^after".
+   */
+  cat(path: string, o: VaultOption & AtOption = {}): Promise<S.CatResult> {
+    return this.run(["cat", ...at(o.at), "--", path], { ...o, scoped: true });
   }
 
   /** The bytes of a file, whatever cat's encoding was. */
@@ -145,12 +155,33 @@ export class Avfs {
     return Buffer.from(doc.content, doc.encoding === "base64" ? "base64" : "utf8");
   }
 
-  ls(path = "/", o: VaultOption & { all?: boolean } = {}): Promise<S.LsResult> {
-    return this.run(["ls", ...flag(o.all, "--all"), "--", path], { ...o, scoped: true });
+  ls(path = "/", o: VaultOption & AtOption & { all?: boolean } = {}): Promise<S.LsResult> {
+    return this.run(["ls", ...flag(o.all, "--all"), ...at(o.at), "--", path], { ...o, scoped: true });
   }
 
-  stat(path: string, o: VaultOption & { dereference?: boolean } = {}): Promise<S.StatResult> {
-    return this.run(["stat", ...flag(o.dereference, "--dereference"), "--", path], { ...o, scoped: true });
+  stat(path: string, o: VaultOption & AtOption & { dereference?: boolean } = {}): Promise<S.StatResult> {
+    return this.run(["stat", ...flag(o.dereference, "--dereference"), ...at(o.at), "--", path], { ...o, scoped: true });
+  }
+
+  /** Writes the changes from o.from (default: the recorded origin) to o.to into hostDir. */
+  apply(
+    hostDir: string,
+    o: VaultOption & { from?: string; to?: string; dryRun?: boolean; force?: boolean } = {},
+  ): Promise<S.ApplyResult> {
+    return this.run([
+      "apply", ...opt(o.from, "--from"), ...opt(o.to, "--to"), ...flag(o.dryRun, "--dry-run"),
+      ...flag(o.force, "--force"), "--", hostDir,
+    ], { ...o, scoped: true });
+  }
+
+  /**
+   * What changed between two REFs, each change with its git-format patch
+   * (null when binary). FROM defaults to the latest checkpoint, TO to the
+   * working state.
+   */
+  diff(from?: string, to?: string, o: VaultOption = {}): Promise<S.ContentDiffResult> {
+    const states = [from, to].filter((s): s is string => s !== undefined);
+    return this.run(["diff", "--", ...states], { ...o, scoped: true });
   }
 
   mkdir(path: string, o: VaultOption & { parents?: boolean } = {}): Promise<S.MkdirResult> {
@@ -204,6 +235,17 @@ export class VaultCommands {
 
   fork(source: string, name: string, o: { use?: boolean } = {}): Promise<S.VaultForkResult> {
     return this.avfs.run(["vault", "fork", ...flag(o.use, "--use"), "--", source, name]);
+  }
+
+  /** Three-way merge of source into o.into (default: source's parent). */
+  merge(
+    source: string,
+    o: { into?: string; dryRun?: boolean; onConflict?: "fail" | "ours" | "theirs" | "markers" } = {},
+  ): Promise<S.VaultMergeResult> {
+    return this.avfs.run([
+      "vault", "merge", ...opt(o.into, "--into"), ...flag(o.dryRun, "--dry-run"),
+      ...opt(o.onConflict, "--on-conflict"), "--", source,
+    ]);
   }
 
   /**

@@ -55,7 +55,13 @@ test("create → fork → checkpoint → proxy exec in the fork → restore", as
   assert.equal(diff.to, "vault:task");
   assert.deepEqual(diff.changes.map((c) => c.path), ["/f.txt"]);
   assert.equal(diff.summary.added, 1);
+  const patch = valid("content-diff.json", await task.diff("before"));
+  assert.match(patch.changes[0].patch ?? "", /^diff --git a\/f.txt b\/f.txt\nnew file mode 100644\n/);
+  assert.equal((await task.cat("/f.txt", { at: `run:${run.id}^after` })).content, "hi\n");
 
+  const merge = valid("vault-merge.json", await avfs.vault.merge("task", { dryRun: true }));
+  assert.deepEqual(merge.applied, [{ path: "/f.txt", kind: "added" }]);
+  assert.equal(merge.target, "base");
   const list = valid("checkpoint-list.json", await task.checkpoint.list());
   assert.deepEqual(list.checkpoints.map((c) => c.name), ["before", run.result.checkpoint.name]);
 

@@ -22,11 +22,13 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from ._resolve import StrPath, resolve_binary
 from .errors import AvfsError, ProtocolError
 from .models import (
+    ApplyResult,
     ApprovalResult,
     CatResult,
     Checkpoint,
     CheckpointDeleted,
     CheckpointList,
+    ContentDiff,
     Diff,
     Document,
     Fork,
@@ -38,6 +40,7 @@ from .models import (
     ProxyExecResult,
     ProxyHistory,
     Restored,
+    VaultMerge,
     RmResult,
     SavedCheckpoint,
     Stat,
@@ -77,6 +80,14 @@ def go_duration(value: Duration) -> str:
     if not micros >= 0 or micros == float("inf"):
         raise ValueError(f"a duration must be a finite number >= 0: {value!r}")
     return f"{round(micros)}us"
+
+
+def _opt(value: Optional[str], flag: str) -> List[str]:
+    return [] if value is None else [flag, value]
+
+
+def _at(ref: Optional[str]) -> List[str]:
+    return _opt(ref, "--at")
 
 
 class Avfs:
@@ -237,6 +248,24 @@ class Avfs:
     def checkpoint_delete(self, name: str, *, vault: Optional[str] = None) -> CheckpointDeleted:
         return self._call(CheckpointDeleted, ["checkpoint", "delete", "--", name], vault=self._selected(vault))
 
+    def vault_merge(
+        self, source: str, *, into: Optional[str] = None, dry_run: bool = False, on_conflict: str = "fail"
+    ) -> VaultMerge:
+        """Three-way merge of ``source`` into ``into`` (default: its parent)."""
+        args = ["vault", "merge", "--on-conflict", on_conflict] + (["--dry-run"] if dry_run else [])
+        args += (["--into", into] if into is not None else []) + ["--", source]
+        return self._call(VaultMerge, args)
+
+    def apply(
+        self, host_dir: str, *, from_: Optional[str] = None, to: Optional[str] = None, dry_run: bool = False,
+        force: bool = False, vault: Optional[str] = None,
+    ) -> ApplyResult:
+        """Write the changes from ``from_`` (default: the recorded origin) to
+        ``to`` (default: the working state) into ``host_dir``."""
+        args = ["apply"] + _opt(from_, "--from") + _opt(to, "--to") + (["--dry-run"] if dry_run else [])
+        args += (["--force"] if force else []) + ["--", host_dir]
+        return self._call(ApplyResult, args, vault=self._selected(vault))
+
     def checkpoint_diff(
         self, from_: Optional[str] = None, to: Optional[str] = None, *, vault: Optional[str] = None
     ) -> Diff:
@@ -259,16 +288,33 @@ class Avfs:
         args = ["write"] + (["--append"] if append else []) + ["--", path]
         return self._call(WriteResult, args, vault=self._selected(vault), input=data)
 
-    def cat(self, path: str, *, vault: Optional[str] = None) -> CatResult:
-        """Read a file; ``.data`` is its bytes, ``.text`` its text."""
-        return self._call(CatResult, ["cat", "--", path], vault=self._selected(vault))
+    def cat(self, path: str, *, at: Optional[str] = None, vault: Optional[str] = None) -> CatResult:
+        """Read a file; ``.data`` is its bytes, ``.text`` its text. ``at`` is
+        a REF: ``@``, ``CHECKPOINT``, ``vault:NAME[@CHECKPOINT]``,
+        ``run:ID`` or ``run:ID^after``."""
+        return self._call(CatResult, ["cat"] + _at(at) + ["--", path], vault=self._selected(vault))
 
-    def ls(self, path: str = "/", *, all: bool = False, vault: Optional[str] = None) -> Listing:
-        return self._call(Listing, ["ls"] + (["--all"] if all else []) + ["--", path], vault=self._selected(vault))
-
-    def stat(self, path: str, *, dereference: bool = False, vault: Optional[str] = None) -> Stat:
-        return self._call(Stat, ["stat"] + (["--dereference"] if dereference else []) + ["--", path],
+    def ls(
+        self, path: str = "/", *, all: bool = False, at: Optional[str] = None, vault: Optional[str] = None
+    ) -> Listing:
+        return self._call(Listing, ["ls"] + (["--all"] if all else []) + _at(at) + ["--", path],
                           vault=self._selected(vault))
+
+    def stat(
+        self, path: str, *, dereference: bool = False, at: Optional[str] = None, vault: Optional[str] = None
+    ) -> Stat:
+        return self._call(Stat, ["stat"] + (["--dereference"] if dereference else []) + _at(at) + ["--", path],
+                          vault=self._selected(vault))
+
+    def diff(
+        self, from_: Optional[str] = None, to: Optional[str] = None, *, vault: Optional[str] = None
+    ) -> ContentDiff:
+        """What changed between two REFs, each change with its git-format
+        ``patch``. Defaults: the latest checkpoint and the working state."""
+        if to is not None and from_ is None:
+            raise ValueError("diff: give from_ when giving to")
+        args = ["diff", "--"] + [s for s in (from_, to) if s is not None]
+        return self._call(ContentDiff, args, vault=self._selected(vault))
 
     def mkdir(self, path: str, *, parents: bool = False, vault: Optional[str] = None) -> MkdirResult:
         return self._call(MkdirResult, ["mkdir"] + (["--parents"] if parents else []) + ["--", path],

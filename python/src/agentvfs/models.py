@@ -116,6 +116,15 @@ class VersionInfo(Document):
 
 
 @dataclass(frozen=True)
+class Origin(Document):
+    """Where a vault's content came from (``vault create --from``)."""
+
+    host_dir: str
+    checkpoint: str
+    recorded_at: str
+
+
+@dataclass(frozen=True)
 class VaultSpace(Document):
     """vault info: who needs the bytes of the vault's file."""
 
@@ -143,8 +152,9 @@ class Vault(Document):
     usage: Usage
     quota: Quota
     file_size: int
+    origin: Optional[Origin] = None
     space: Optional[VaultSpace] = None
-    nested = {"usage": Usage, "quota": Quota, "space": VaultSpace}
+    nested = {"usage": Usage, "quota": Quota, "origin": Origin, "space": VaultSpace}
 
 
 @dataclass(frozen=True)
@@ -270,6 +280,34 @@ class Diff(Document):
     changes: List[DiffEntry]
     summary: DiffSummary
     nested = {"changes": DiffEntry, "summary": DiffSummary}
+
+
+@dataclass(frozen=True)
+class ContentDiffEntry(Document):
+    """One changed path of ``avfs diff``, with its git-format ``patch``
+    (None when ``binary`` or when git keeps nothing of the path)."""
+
+    path: str
+    kind: str
+    type: str
+    size_before: int
+    size_after: int
+    patch: Optional[str]
+    binary: bool
+    insertions: int
+    deletions: int
+
+
+@dataclass(frozen=True)
+class ContentDiff(Document):
+    """avfs diff: ``from_``/``to`` are ``vault:NAME``, ``vault:NAME@CHECKPOINT``
+    or ``vault:NAME@CHECKPOINT^after``."""
+
+    from_: str
+    to: str
+    changes: List[ContentDiffEntry]
+    summary: DiffSummary
+    nested = {"changes": ContentDiffEntry, "summary": DiffSummary}
 
 
 # --- files -----------------------------------------------------------------
@@ -679,6 +717,64 @@ class PolicyCheck(Document):
     nested = {"request": PolicyRequest, "decision": Decision, "isolation": Isolation}
 
 
+@dataclass(frozen=True)
+class MergeApplied(Document):
+    path: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class MergeConflict(Document):
+    """``kind`` is both_modified, modify_delete, add_add or type_changed."""
+
+    path: str
+    kind: str
+    ours: str
+    theirs: str
+
+
+@dataclass(frozen=True)
+class VaultMerge(Document):
+    """vault merge: ``checkpoint`` is the target's checkpoint taken first
+    (restore it to undo), None when nothing changed."""
+
+    source: str
+    target: str
+    base: str
+    applied: List[MergeApplied]
+    conflicts: List[MergeConflict]
+    checkpoint: Optional[str]
+    merged: bool
+    dry_run: bool
+    nested = {"applied": MergeApplied, "conflicts": MergeConflict}
+
+
+@dataclass(frozen=True)
+class ApplyEntry(Document):
+    path: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class ApplyNote(Document):
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ApplyResult(Document):
+    """apply: what was written into ``host_dir``, what conflicted (left alone)."""
+
+    from_: str
+    to: str
+    host_dir: str
+    dry_run: bool
+    applied: List[ApplyEntry]
+    conflicts: List[ApplyNote]
+    skipped: List[ApplyNote]
+    nested = {"applied": ApplyEntry, "conflicts": ApplyNote, "skipped": ApplyNote}
+
+
 #: The schema in docs/schema/ that each result class parses; the schema
 #: sync test walks these.
 # How a run ends (ProxyExecResult.state, HistoryRun.state): completed (the
@@ -716,6 +812,9 @@ SCHEMAS: Dict[str, Type[Document]] = {
     "checkpoint-restore.json": Restored,
     "checkpoint-delete.json": CheckpointDeleted,
     "diff.json": Diff,
+    "content-diff.json": ContentDiff,
+    "vault-merge.json": VaultMerge,
+    "apply.json": ApplyResult,
     "write.json": WriteResult,
     "cat.json": CatResult,
     "ls.json": Listing,

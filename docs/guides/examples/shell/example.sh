@@ -107,6 +107,16 @@ avfs_json --vault shell-task checkpoint diff vault:shell-base vault:shell-task
 echo "task vs base: $(jget summary <<<"$doc")"
 echo "greet.txt: $("$AVFS" --vault shell-task cat /src/greet.txt)"
 
+# --- the task's work as a git patch, then merged back into the base ---------
+"$AVFS" --vault shell-task diff vault:shell-base vault:shell-task --stat | tail -n 1
+"$AVFS" --vault shell-task diff vault:shell-base vault:shell-task --patch > task.patch
+avfs_json vault merge shell-task --dry-run
+echo "would merge into $(jget target <<<"$doc"): $(jget applied.0.path <<<"$doc"), conflicts $(jget conflicts <<<"$doc")"
+avfs_json vault merge shell-task
+echo "merged: $(jget merged <<<"$doc"); undo: avfs checkpoint restore --vault shell-base CHECKPOINT"
+echo "base greet.txt: $("$AVFS" --vault shell-base cat /src/greet.txt)"
+rm -f task.patch
+
 # --- errors are typed, with stable exit codes --------------------------------
 avfs_json vault info no-such-vault
 echo "no-such-vault: exit $code, $(jget error <<<"$doc")"

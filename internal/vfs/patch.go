@@ -1,0 +1,354 @@
+package vfs
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sergi/go-diff/diffmatchpatch"
+)
+
+// FilePatch is one change of a diff in git's patch format.
+type FilePatch struct {
+	Path string
+	// Text is the change as `git apply` takes it, "" when the path has no
+	// form in git (a directory, a device) or only a mode git does not keep.
+	Text string
+	// Binary: the content is not text (a NUL byte in its first 8000 bytes,
+	// as git decides, or too large to compare by lines). Text then holds
+	// a git binary patch, or for content over MaxTextDiff only says
+	// "Binary files … differ".
+	Binary bool
+	// Insertions and Deletions count changed lines, for --stat.
+	Insertions, Deletions int
+	// SizeBefore and SizeAfter are the content sizes (binary --stat).
+	SizeBefore, SizeAfter int64
+}
+
+// MaxTextDiff is the largest file diffed by lines; a larger one is shown
+// as binary, so a patch never holds more than twice this per file.
+const MaxTextDiff = 16 << 20
+
+// patchContext is git's default number of context lines.
+const patchContext = 3
+
+// Patches returns the git patch of each change of Diff(from, to), in the
+// same order. Only the changed paths are read; a path's content is read
+// whole, up to MaxTextDiff, and compared line by line (Myers' algorithm,
+// from github.com/sergi/go-diff).
+func Patches(from, to StateRef, changes []Change) ([]FilePatch, error) {
+	out := make([]FilePatch, 0, len(changes))
+	err := from.view(func(a *Tx) error {
+		return to.view(func(b *Tx) error {
+			for _, c := range changes {
+				p, err := patchOf(a, b, c.Path)
+				if err != nil {
+					return err
+				}
+				out = append(out, p)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// side is what one state holds at a path, as git sees it.
+type side struct {
+	mode    string // "100644", "100755", "120000"; "" when git keeps nothing there
+	content []byte
+	big     bool // over MaxTextDiff: not read
+	size    int64
+}
+
+func gitSide(t *Tx, p string) (side, error) {
+	n, err := lookupNoFollow(t, p)
+	if err != nil || n == nil {
+		return side{}, err
+	}
+	switch n.Type {
+	case TypeSymlink:
+		return side{mode: "120000", content: []byte(n.target), size: int64(len(n.target))}, nil
+	case TypeFile:
+		s := side{mode: "100644", size: int64(n.Size)}
+		if n.Mode&0o100 != 0 {
+			s.mode = "100755"
+		}
+		if n.Size > MaxTextDiff {
+			s.big = true
+			return s, nil
+		}
+		s.content = make([]byte, n.Size)
+		for off := 0; off < len(s.content); {
+			k, err := t.Read(n.Ino, int64(off), s.content[off:])
+			if err != nil {
+				return s, err
+			}
+			if k == 0 {
+				s.content = s.content[:off]
+				break
+			}
+			off += k
+		}
+		return s, nil
+	}
+	return side{}, nil
+}
+
+// blobID is the side's git object name; all zeros when absent, as git writes.
+func (s side) blobID() string {
+	if s.mode == "" {
+		return strings.Repeat("0", 40)
+	}
+	return gitBlobID(s.content)
+}
+
+func (s side) binary() bool {
+	return s.big || bytes.IndexByte(s.content[:min(len(s.content), 8000)], 0) >= 0
+}
+
+func patchOf(a, b *Tx, p string) (FilePatch, error) {
+	fp := FilePatch{Path: p}
+	sa, err := gitSide(a, p)
+	if err != nil {
+		return fp, err
+	}
+	sb, err := gitSide(b, p)
+	if err != nil {
+		return fp, err
+	}
+	fp.SizeBefore, fp.SizeAfter = sa.size, sb.size
+	fp.Binary = sa.binary() || sb.binary()
+	var w strings.Builder
+	switch {
+	case sa.mode == "" && sb.mode == "":
+		return fp, nil
+	case sa.mode != "" && sb.mode != "" && (sa.mode == "120000") != (sb.mode == "120000"):
+		// A file became a symlink or back: git writes a deletion and an addition.
+		fp.section(&w, p, sa, side{})
+		fp.section(&w, p, side{}, sb)
+	default:
+		fp.section(&w, p, sa, sb)
+	}
+	fp.Text = w.String()
+	return fp, nil
+}
+
+// section writes one "diff --git" section from a to b (either may be
+// absent: mode "").
+func (fp *FilePatch) section(w *strings.Builder, p string, a, b side) {
+	rel := strings.TrimPrefix(p, "/")
+	nameA, nameB := quoteGit("a/"+rel), quoteGit("b/"+rel)
+	same := a.mode != "" && b.mode != "" && !a.big && !b.big && bytes.Equal(a.content, b.content)
+	if same && a.mode == b.mode {
+		return
+	}
+	fmt.Fprintf(w, "diff --git %s %s\n", nameA, nameB)
+	switch {
+	case a.mode == "":
+		fmt.Fprintf(w, "new file mode %s\n", b.mode)
+		nameA = "/dev/null"
+	case b.mode == "":
+		fmt.Fprintf(w, "deleted file mode %s\n", a.mode)
+		nameB = "/dev/null"
+	case a.mode != b.mode:
+		fmt.Fprintf(w, "old mode %s\nnew mode %s\n", a.mode, b.mode)
+	}
+	if same || (len(a.content) == 0 && len(b.content) == 0 && !a.big && !b.big) {
+		return
+	}
+	if a.binary() || b.binary() {
+		if a.big || b.big {
+			fmt.Fprintf(w, "Binary files %s and %s differ\n", nameA, nameB)
+			return
+		}
+		fmt.Fprintf(w, "index %s..%s\n", a.blobID(), b.blobID())
+		writeBinaryPatch(w, a.content, b.content)
+		return
+	}
+	fmt.Fprintf(w, "--- %s\n+++ %s\n", nameA, nameB)
+	ins, del := writeHunks(w, a.content, b.content)
+	fp.Insertions += ins
+	fp.Deletions += del
+}
+
+// quoteGit quotes a path name as git does when it holds a byte git will
+// not print bare (core.quotePath): C escapes and octal, in double quotes.
+func quoteGit(s string) string {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\v':
+			b.WriteString(`\v`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			if c < 0x20 || c >= 0x7f {
+				fmt.Fprintf(&b, `\%03o`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// splitLines cuts text after each newline; the last line may lack one.
+func splitLines(text []byte) []string {
+	var out []string
+	for len(text) > 0 {
+		i := bytes.IndexByte(text, '\n') + 1
+		if i == 0 {
+			i = len(text)
+		}
+		out = append(out, string(text[:i]))
+		text = text[i:]
+	}
+	return out
+}
+
+// lineOp is one line of an edit script: ' ' kept, '-' deleted, '+' inserted.
+type lineOp struct {
+	op   byte
+	line string
+}
+
+// lineDiff is the edit script from a to b, line by line. Each distinct
+// line becomes one rune (skipping the surrogates, which a Go string cannot
+// hold), and go-diff's Myers diff runs on the runes.
+func lineDiff(a, b []string) []lineOp {
+	ids := map[string]rune{}
+	var lines []string
+	enc := func(ls []string) []rune {
+		rs := make([]rune, len(ls))
+		for i, l := range ls {
+			r, ok := ids[l]
+			if !ok {
+				r = rune(len(lines))
+				if r >= 0xd800 {
+					r += 0x800
+				}
+				ids[l] = r
+				lines = append(lines, l)
+			}
+			rs[i] = r
+		}
+		return rs
+	}
+	ra, rb := enc(a), enc(b)
+	dec := func(r rune) string {
+		if r >= 0xd800 {
+			r -= 0x800
+		}
+		return lines[r]
+	}
+	// Past its time limit (1 s) go-diff returns a longer script, still
+	// exact: a patch stays right, only less minimal.
+	dmp := diffmatchpatch.New()
+	var ops []lineOp
+	for _, d := range dmp.DiffMainRunes(ra, rb, false) {
+		op := byte(' ')
+		switch d.Type {
+		case diffmatchpatch.DiffDelete:
+			op = '-'
+		case diffmatchpatch.DiffInsert:
+			op = '+'
+		}
+		for _, r := range d.Text {
+			ops = append(ops, lineOp{op, dec(r)})
+		}
+	}
+	return ops
+}
+
+// writeHunks writes the unified hunks from a to b with git's three lines
+// of context, and returns the lines inserted and deleted.
+func writeHunks(w *strings.Builder, a, b []byte) (ins, del int) {
+	la, lb := splitLines(a), splitLines(b)
+	if len(la)+len(lb) >= 0x10ffff-0x800 {
+		w.WriteString("(too many lines to compare)\n") // unreachable below MaxTextDiff's line count
+		return 0, 0
+	}
+	ops := lineDiff(la, lb)
+	// posA[i], posB[i]: the line numbers (0-based) before op i.
+	posA, posB := make([]int, len(ops)+1), make([]int, len(ops)+1)
+	for i, o := range ops {
+		posA[i+1], posB[i+1] = posA[i], posB[i]
+		if o.op != '+' {
+			posA[i+1]++
+		}
+		if o.op != '-' {
+			posB[i+1]++
+		}
+	}
+	for i := 0; i < len(ops); {
+		if ops[i].op == ' ' {
+			i++
+			continue
+		}
+		start := max(0, i-patchContext)
+		end := i // one past the last changed op of the hunk
+		for j := i; j < len(ops); j++ {
+			if ops[j].op != ' ' {
+				end = j + 1
+			} else if j-end >= 2*patchContext {
+				break
+			}
+		}
+		stop := min(len(ops), end+patchContext)
+		fmt.Fprintf(w, "@@ -%s +%s @@\n", hunkRange(posA[start], posA[stop]-posA[start]), hunkRange(posB[start], posB[stop]-posB[start]))
+		for _, o := range ops[start:stop] {
+			w.WriteByte(o.op)
+			w.WriteString(o.line)
+			if !strings.HasSuffix(o.line, "\n") {
+				w.WriteString("\n\\ No newline at end of file\n")
+			}
+			switch o.op {
+			case '+':
+				ins++
+			case '-':
+				del++
+			}
+		}
+		i = stop
+	}
+	return ins, del
+}
+
+// hunkRange is a hunk header's "start,count" as git writes it: an empty
+// range starts at the line before it, a count of one is left out.
+func hunkRange(start, count int) string {
+	switch count {
+	case 0:
+		return strconv.Itoa(start) + ",0"
+	case 1:
+		return strconv.Itoa(start + 1)
+	}
+	return strconv.Itoa(start+1) + "," + strconv.Itoa(count)
+}
