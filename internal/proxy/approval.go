@@ -56,16 +56,10 @@ func approvalKey(home string, create bool) ([]byte, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, &errs.Error{Kind: errs.IoError, Op: "proxy approve", Err: err}
 		}
-		f, ferr := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		// Written whole under a temporary name, then linked into place:
+		// a racing approve sees no key or the whole key, never a part.
+		ferr := writeKey(dir, path, key)
 		if ferr == nil {
-			_, ferr = f.Write(key)
-			if cerr := f.Close(); ferr == nil {
-				ferr = cerr
-			}
-			if ferr != nil {
-				os.Remove(path)
-				return nil, &errs.Error{Kind: errs.IoError, Op: "proxy approve", Path: path, Err: ferr}
-			}
 			return key, nil
 		}
 		if !errors.Is(ferr, os.ErrExist) {
@@ -78,6 +72,28 @@ func approvalKey(home string, create bool) ([]byte, error) {
 			Err: errors.New("no approval key: nothing was approved with `avfs proxy approve` in this home")}
 	}
 	return b, err
+}
+
+// writeKey puts key at path, 0600, unless a file is there already
+// (an error wrapping os.ErrExist).
+func writeKey(dir, path string, key []byte) error {
+	f, err := os.CreateTemp(dir, ".approval.key-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, err = f.Write(key)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Link(tmp, path)
 }
 
 func readKey(path string) ([]byte, error) {
