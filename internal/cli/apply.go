@@ -314,7 +314,7 @@ func (ap *applier) stat(p string) hostNode {
 	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return hostNode{}
 	}
-	h := hostNode{exists: true, mode: st.Mode & 0o7777}
+	h := hostNode{exists: true, mode: uint32(st.Mode) & 0o7777} // uint16 on darwin
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		h.typ = vfs.TypeDir

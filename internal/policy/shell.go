@@ -551,7 +551,9 @@ func evalPart(b *strings.Builder, p syntax.WordPart, quoted, first bool) bool {
 		}
 		// $'...': the escapes are decoded for the path checks, and the
 		// word still counts as computed.
-		v, err := expand.Literal(nil, &syntax.Word{Parts: []syntax.WordPart{x}})
+		// A config of its own: given nil, expand prepares one shared
+		// zero config in place, a data race between classifications.
+		v, err := expand.Literal(&expand.Config{}, &syntax.Word{Parts: []syntax.WordPart{x}})
 		if err != nil {
 			v = dynMark
 		}

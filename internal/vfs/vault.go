@@ -385,7 +385,7 @@ func (v *Vault) baseSegs(kt kv.Tx) ([]seg, error) {
 		v.mu.Lock()
 		v.bases = []seg{}
 		v.mu.Unlock()
-		return v.bases, nil
+		return []seg{}, nil
 	}
 	if err != nil {
 		return nil, err
