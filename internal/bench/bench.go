@@ -35,8 +35,23 @@ func median(reps int, fn func() error) (time.Duration, error) {
 		}
 		ds = append(ds, time.Since(start))
 	}
-	slices.Sort(ds)
-	return ds[len(ds)/2], nil
+	return medianOf(ds), nil
+}
+
+// saveAndRestore measures checkpoint save (a new name each time) and the
+// restore of the checkpoint "start", medians of reps runs each.
+func saveAndRestore(reps int, v *vfs.Vault) (save, restore time.Duration, err error) {
+	k := 0
+	save, err = median(reps, func() error {
+		k++
+		_, err := v.SaveCheckpoint(fmt.Sprintf("c%d", k), "")
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	restore, err = median(reps, func() error { return v.RestoreCheckpoint("start") })
+	return save, restore, err
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }
@@ -106,16 +121,7 @@ func Layers(cfg Config, engine string) error {
 		// measured are O(1), and an fsync queued behind a gigabyte of dirty
 		// pages would measure the disk, not them.
 		syscall.Sync()
-		k := 0
-		save, err := median(cfg.Reps, func() error {
-			k++
-			_, err := v.SaveCheckpoint(fmt.Sprintf("c%d", k), "")
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		restore, err := median(cfg.Reps, func() error { return v.RestoreCheckpoint("start") })
+		save, restore, err := saveAndRestore(cfg.Reps, v)
 		if err != nil {
 			return err
 		}

@@ -63,16 +63,7 @@ func PostgresLayers(cfg Config) error {
 		if _, err := v.SaveCheckpoint("start", ""); err != nil {
 			return err
 		}
-		k := 0
-		save, err := median(cfg.Reps, func() error {
-			k++
-			_, err := v.SaveCheckpoint(fmt.Sprintf("c%d", k), "")
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		restore, err := median(cfg.Reps, func() error { return v.RestoreCheckpoint("start") })
+		save, restore, err := saveAndRestore(cfg.Reps, v)
 		if err != nil {
 			return err
 		}
