@@ -1,6 +1,7 @@
 package avfs
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"syscall"
@@ -16,8 +17,8 @@ import (
 
 // FileInfo describes one file of a vault.
 type FileInfo struct {
-	Name    string      // the last element of the path ("/" for the root)
-	Type    string      // "file", "dir", "symlink", "fifo", "socket", "char" or "block"
+	Name    string // the last element of the path ("/" for the root)
+	Type    FileType
 	Size    int64       // bytes, for regular files
 	Mode    fs.FileMode // permission bits (0o644), without type bits
 	ModTime time.Time   // UTC
@@ -25,23 +26,29 @@ type FileInfo struct {
 }
 
 // IsDir reports whether the file is a directory.
-func (fi FileInfo) IsDir() bool { return fi.Type == vfs.TypeDir.String() }
+func (fi FileInfo) IsDir() bool { return fi.Type == TypeDir }
 
 // ReadFile returns the content of the file at path, following symlinks.
-func (v *Vault) ReadFile(path string) ([]byte, error) {
+func (v *Vault) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	if err := stopped(ctx, "read"); err != nil {
+		return nil, err
+	}
 	var b []byte
 	err := v.v.View(func(tx *vfs.Tx) (err error) {
 		b, err = tx.ReadFile(path)
 		return err
 	})
-	return b, err
+	return b, wrapErr(err)
 }
 
 // WriteFile writes data to the file at path, creating it with permissions
 // perm, or replacing its content, like os.WriteFile. Its directory must
 // exist (see MkdirAll). The write is atomic: all of data or nothing.
-func (v *Vault) WriteFile(path string, data []byte, perm fs.FileMode) error {
-	return v.v.Update(func(tx *vfs.Tx) error {
+func (v *Vault) WriteFile(ctx context.Context, path string, data []byte, perm fs.FileMode) error {
+	if err := stopped(ctx, "write"); err != nil {
+		return err
+	}
+	return v.update(func(tx *vfs.Tx) error {
 		_, err := tx.WriteFile(path, data, uint32(perm.Perm()))
 		return err
 	})
@@ -49,15 +56,21 @@ func (v *Vault) WriteFile(path string, data []byte, perm fs.FileMode) error {
 
 // MkdirAll creates the directory at path and every missing parent, with
 // permissions perm, like os.MkdirAll.
-func (v *Vault) MkdirAll(path string, perm fs.FileMode) error {
-	return v.v.Update(func(tx *vfs.Tx) error {
+func (v *Vault) MkdirAll(ctx context.Context, path string, perm fs.FileMode) error {
+	if err := stopped(ctx, "mkdir"); err != nil {
+		return err
+	}
+	return v.update(func(tx *vfs.Tx) error {
 		_, err := tx.MkdirAll(path, uint32(perm.Perm()))
 		return err
 	})
 }
 
 // Stat describes the file at path, without following a final symlink.
-func (v *Vault) Stat(path string) (FileInfo, error) {
+func (v *Vault) Stat(ctx context.Context, path string) (FileInfo, error) {
+	if err := stopped(ctx, "stat"); err != nil {
+		return FileInfo{}, err
+	}
 	var fi FileInfo
 	err := v.v.View(func(tx *vfs.Tx) error {
 		clean, err := vfs.CleanPath(path)
@@ -75,11 +88,14 @@ func (v *Vault) Stat(path string) (FileInfo, error) {
 		fi, err = info(tx, name, a)
 		return err
 	})
-	return fi, err
+	return fi, wrapErr(err)
 }
 
 // ReadDir lists the directory at path, sorted by name.
-func (v *Vault) ReadDir(path string) ([]FileInfo, error) {
+func (v *Vault) ReadDir(ctx context.Context, path string) ([]FileInfo, error) {
+	if err := stopped(ctx, "readdir"); err != nil {
+		return nil, err
+	}
 	var out []FileInfo
 	err := v.v.View(func(tx *vfs.Tx) error {
 		a, err := tx.Resolve(path, true)
@@ -107,12 +123,15 @@ func (v *Vault) ReadDir(path string) ([]FileInfo, error) {
 		}
 		return nil
 	})
-	return out, err
+	return out, wrapErr(err)
 }
 
 // Remove removes the file, symlink or empty directory at path.
-func (v *Vault) Remove(path string) error {
-	return v.v.Update(func(tx *vfs.Tx) error {
+func (v *Vault) Remove(ctx context.Context, path string) error {
+	if err := stopped(ctx, "remove"); err != nil {
+		return err
+	}
+	return v.update(func(tx *vfs.Tx) error {
 		dir, name, a, err := lookupParent(tx, path)
 		if err != nil {
 			return err
@@ -127,8 +146,11 @@ func (v *Vault) Remove(path string) error {
 // RemoveAll removes path and everything below it, in one transaction. A
 // path that does not exist is not an error (as os.RemoveAll); the root
 // cannot be removed (InvalidPath).
-func (v *Vault) RemoveAll(path string) error {
-	return v.v.Update(func(tx *vfs.Tx) error {
+func (v *Vault) RemoveAll(ctx context.Context, path string) error {
+	if err := stopped(ctx, "remove"); err != nil {
+		return err
+	}
+	return v.update(func(tx *vfs.Tx) error {
 		dir, name, a, err := lookupParent(tx, path)
 		if errs.Is(err, errs.NotFound) {
 			return nil
@@ -180,7 +202,7 @@ func removeAll(tx *vfs.Tx, dir vfs.Ino, name string, a vfs.Attr) error {
 }
 
 func info(tx *vfs.Tx, name string, a vfs.Attr) (FileInfo, error) {
-	fi := FileInfo{Name: name, Type: a.Type.String(), Mode: fs.FileMode(a.Mode).Perm(), ModTime: a.Mtime.UTC()}
+	fi := FileInfo{Name: name, Type: FileType(a.Type.String()), Mode: fs.FileMode(a.Mode).Perm(), ModTime: a.Mtime.UTC()}
 	if a.Type == vfs.TypeFile {
 		fi.Size = int64(a.Size)
 	}
@@ -193,3 +215,6 @@ func info(tx *vfs.Tx, name string, a vfs.Attr) (FileInfo, error) {
 	}
 	return fi, nil
 }
+
+// update runs fn in one write transaction of the working state.
+func (v *Vault) update(fn func(*vfs.Tx) error) error { return wrapErr(v.v.Update(fn)) }

@@ -53,32 +53,32 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 	}
 
 	// A workspace with a project in it, saved as a checkpoint.
-	base, err := home.Create("guide-base", nil)
+	base, err := home.Create(ctx, "guide-base", nil)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		base.Close()
-		err = errors.Join(err, home.Delete("guide-base"))
+		err = errors.Join(err, home.Delete(context.WithoutCancel(ctx), "guide-base"))
 	}()
-	if err := base.MkdirAll("/src", 0o755); err != nil {
+	if err := base.MkdirAll(ctx, "/src", 0o755); err != nil {
 		return err
 	}
-	if err := base.WriteFile("/src/greet.txt", []byte("hello, world\n"), 0o644); err != nil {
+	if err := base.WriteFile(ctx, "/src/greet.txt", []byte("hello, world\n"), 0o644); err != nil {
 		return err
 	}
-	if _, err := base.SaveCheckpoint("imported", "the project as imported"); err != nil {
+	if _, err := base.SaveCheckpoint(ctx, "imported", "the project as imported"); err != nil {
 		return err
 	}
 
 	// Each task gets its own fork: O(1), nothing is copied.
-	task, err := home.Fork("guide-base", "guide-task")
+	task, err := home.Fork(ctx, "guide-base", "guide-task")
 	if err != nil {
 		return err
 	}
 	defer func() {
 		task.Close()
-		err = errors.Join(err, home.Delete("guide-task"))
+		err = errors.Join(err, home.Delete(context.WithoutCancel(ctx), "guide-task"))
 	}()
 
 	if execute {
@@ -132,16 +132,16 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 			return err
 		}
 	} else {
-		if err := task.WriteFile("/src/greet.txt", []byte("hello, avfs\n"), 0o644); err != nil {
+		if err := task.WriteFile(ctx, "/src/greet.txt", []byte("hello, avfs\n"), 0o644); err != nil {
 			return err
 		}
-		if err := task.WriteFile("/NOTES.md", []byte("todo: ship\n"), 0o644); err != nil {
+		if err := task.WriteFile(ctx, "/NOTES.md", []byte("todo: ship\n"), 0o644); err != nil {
 			return err
 		}
 	}
 
 	// Review: what the task changed, compared with its parent.
-	changes, err := avfs.Diff(avfs.State{Vault: base}, avfs.State{Vault: task})
+	changes, err := avfs.Diff(ctx, avfs.State{Vault: base}, avfs.State{Vault: task})
 	if err != nil {
 		return err
 	}
@@ -149,14 +149,14 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 	for _, c := range changes {
 		fmt.Fprintf(out, "  %s %s (%d -> %d bytes)\n", c.Kind, c.Path, c.SizeBefore, c.SizeAfter)
 	}
-	greet, err := task.ReadFile("/src/greet.txt")
+	greet, err := task.ReadFile(ctx, "/src/greet.txt")
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "greet.txt: %s", greet)
 
 	// Errors are typed.
-	if _, err := home.Open("no-such-vault"); avfs.IsKind(err, avfs.VaultNotFound) {
+	if _, err := home.Open(ctx, "no-such-vault"); avfs.IsKind(err, avfs.VaultNotFound) {
 		fmt.Fprintln(out, "no-such-vault:", avfs.KindOf(err))
 	}
 	return nil

@@ -1,0 +1,152 @@
+package avfs
+
+import (
+	"context"
+
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Change is one path that differs between two states.
+type Change struct {
+	Path string
+	Kind ChangeKind
+	Type FileType // the file's type after the change (before it, for a deletion)
+	// From is the old path of a Renamed path ("" otherwise).
+	From       string
+	SizeBefore int64 // bytes of a regular file before the change; 0 for none
+	SizeAfter  int64 // and after it
+}
+
+// ChangeKind classifies a Change.
+type ChangeKind string
+
+func (k ChangeKind) String() string { return string(k) }
+
+// The kinds of change. Time stamps alone are not a change.
+const (
+	Added       ChangeKind = "added"
+	Modified    ChangeKind = "modified"
+	Deleted     ChangeKind = "deleted"
+	TypeChanged ChangeKind = "type_changed" // the path now holds another type of file
+	ModeChanged ChangeKind = "mode_changed" // permissions or owner only
+	// Renamed is a deleted path and an added one with the same content,
+	// paired: only the changes of a proxy run (Envelope) are paired.
+	Renamed ChangeKind = "renamed"
+)
+
+// FileType is the type of a file of a vault.
+type FileType string
+
+func (t FileType) String() string { return string(t) }
+
+// The file types a vault holds.
+const (
+	TypeFile    FileType = "file"
+	TypeDir     FileType = "dir"
+	TypeSymlink FileType = "symlink"
+	TypeFifo    FileType = "fifo"
+	TypeSocket  FileType = "socket"
+	TypeChar    FileType = "char"
+	TypeBlock   FileType = "block"
+)
+
+func changes(cs []vfs.Change) []Change {
+	out := make([]Change, len(cs))
+	for i, c := range cs {
+		out[i] = Change{Path: c.Path, Kind: ChangeKind(c.Kind), Type: FileType(c.Type), SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter}
+	}
+	return out
+}
+
+// State names a state of a vault: its working state (Checkpoint "") or
+// one of its checkpoints; with After, the state just after that
+// checkpoint (for a proxy run's checkpoint: what the run left).
+type State struct {
+	Vault      *Vault
+	Checkpoint string
+	After      bool
+}
+
+// Diff lists the paths that differ between two states, sorted by path.
+// The states may belong to different vaults (a fork and its parent). Only
+// the layers that differ are read; file contents are compared by hash,
+// never read.
+func Diff(ctx context.Context, from, to State) ([]Change, error) {
+	if err := stopped(ctx, "diff"); err != nil {
+		return nil, err
+	}
+	f, err := from.ref()
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	t, err := to.ref()
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	cs, err := vfs.Diff(f, t)
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	return changes(cs), nil
+}
+
+func (s State) ref() (vfs.StateRef, error) {
+	if s.Checkpoint != "" {
+		if _, err := s.Vault.v.GetCheckpoint(s.Checkpoint); err != nil {
+			return vfs.StateRef{}, err
+		}
+	}
+	return vfs.StateRef{Vault: s.Vault.v, Checkpoint: s.Checkpoint, After: s.After && s.Checkpoint != ""}, nil
+}
+
+// FilePatch is one change in git's patch format.
+type FilePatch struct {
+	Path string
+	// Text is what `git apply` takes; "" when git keeps nothing of the
+	// path (a directory, a device, a mode other than the execute bit).
+	Text   string
+	Binary bool // Text is a git binary patch ("Binary files … differ" over 16 MiB)
+	// Insertions and Deletions count the lines changed.
+	Insertions, Deletions int
+}
+
+// Patch returns the changes between two states as git patches, sorted by
+// path: applied with `git apply` to a tree holding from, they make to.
+// Only the changed paths are read.
+func Patch(ctx context.Context, from, to State) ([]FilePatch, error) {
+	if err := stopped(ctx, "diff"); err != nil {
+		return nil, err
+	}
+	f, err := from.ref()
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	t, err := to.ref()
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	return patches(f, t)
+}
+
+func patches(f, t vfs.StateRef) ([]FilePatch, error) {
+	changes, err := vfs.Diff(f, t)
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	ps, err := vfs.Patches(f, t, changes)
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	out := make([]FilePatch, len(ps))
+	for i, p := range ps {
+		out[i] = FilePatch{Path: p.Path, Text: p.Text, Binary: p.Binary, Insertions: p.Insertions, Deletions: p.Deletions}
+	}
+	return out, nil
+}
+
+// Diff lists what changed in this vault from checkpoint from to checkpoint
+// to; an empty name is the working state. v.Diff(ctx, "before", "") is
+// what changed since checkpoint "before".
+func (v *Vault) Diff(ctx context.Context, from, to string) ([]Change, error) {
+	return Diff(ctx, State{Vault: v, Checkpoint: from}, State{Vault: v, Checkpoint: to})
+}
