@@ -22,6 +22,8 @@
 // Files are read and written by path (Vault.ReadFile, Vault.WriteFile,
 // Vault.ReadDir, ...). Every call is one transaction: a write is all or
 // nothing, and quotas are checked inside it.
+// Vault.FS and Vault.FSAt give a state (the working state, a checkpoint,
+// a proxy run's before and after) as an io/fs file system.
 //
 // # Mounts and commands
 //

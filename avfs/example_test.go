@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"os"
 	"path/filepath"
@@ -336,4 +337,40 @@ func ExamplePatch() {
 	//  one
 	// -two
 	// +2
+}
+
+func ExampleVault_FSAt() {
+	ctx := context.Background()
+	home, cleanup := newHome()
+	defer cleanup()
+	v, err := home.Create(ctx, "w", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+	_ = v.MkdirAll(ctx, "/docs", 0o755)
+	_ = v.WriteFile(ctx, "/docs/a.md", []byte("first\n"), 0o644)
+	if _, err := v.SaveCheckpoint(ctx, "v1", ""); err != nil {
+		log.Fatal(err)
+	}
+	_ = v.WriteFile(ctx, "/docs/b.md", []byte("later\n"), 0o644)
+
+	// Any io/fs code reads a state of the vault: here the checkpoint,
+	// which does not see the later file.
+	v1, err := v.FSAt(ctx, "v1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v1.Close()
+	_ = fs.WalkDir(v1, ".", func(path string, d fs.DirEntry, err error) error {
+		fmt.Println(path, d.IsDir())
+		return err
+	})
+	now, _ := fs.Glob(v.FS(), "docs/*.md")
+	fmt.Println(now)
+	// Output:
+	// . true
+	// docs true
+	// docs/a.md false
+	// [docs/a.md docs/b.md]
 }

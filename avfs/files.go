@@ -66,6 +66,22 @@ func (v *Vault) MkdirAll(ctx context.Context, path string, perm fs.FileMode) err
 	})
 }
 
+// Symlink creates at path a symlink to target, like os.Symlink. target is
+// kept as given; a relative one is taken from the link's directory.
+func (v *Vault) Symlink(ctx context.Context, target, path string) error {
+	if err := stopped(ctx, "symlink"); err != nil {
+		return err
+	}
+	return v.update(func(tx *vfs.Tx) error {
+		dir, name, err := tx.ResolveParent(path)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Symlink(dir, name, target, 0, 0)
+		return err
+	})
+}
+
 // Stat describes the file at path, without following a final symlink.
 func (v *Vault) Stat(ctx context.Context, path string) (FileInfo, error) {
 	if err := stopped(ctx, "stat"); err != nil {
