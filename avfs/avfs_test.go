@@ -83,15 +83,31 @@ func TestFiles(t *testing.T) {
 	_, err = v.ReadFile(ctx, "/../etc/passwd")
 	wantKind(t, err, avfs.InvalidPath)
 	wantKind(t, v.Remove(ctx, "/a"), avfs.NotEmpty)
-	wantKind(t, v.RemoveAll(ctx, "/"), avfs.InvalidPath)
+	_, err = v.RemoveAll(ctx, "/")
+	wantKind(t, err, avfs.InvalidPath)
 	if err := v.Remove(ctx, "/a/f.txt"); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.RemoveAll(ctx, "/a"); err != nil {
+	// Copy is cp -r; Move is mv; both into a directory when dst is one.
+	if err := v.WriteFile(ctx, "/a/b/c/deep", []byte("deep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.RemoveAll(ctx, "/a"); err != nil { // gone already: not an error
-		t.Fatal(err)
+	if st, err := v.Copy(ctx, "/a/b", "/a/copy"); err != nil || st != (avfs.CopyStats{Files: 1, Dirs: 2, Bytes: 4}) {
+		t.Fatalf("Copy = %+v, %v", st, err)
+	}
+	if b, err := v.ReadFile(ctx, "/a/copy/c/deep"); err != nil || string(b) != "deep" {
+		t.Fatalf("the copy: %q, %v", b, err)
+	}
+	_, err = v.Copy(ctx, "/a", "/a/copy")
+	wantKind(t, err, avfs.InvalidInput) // into itself
+	if to, err := v.Move(ctx, "/a/copy", "/a/b"); err != nil || to != "/a/b/copy" {
+		t.Fatalf("Move = %q, %v", to, err)
+	}
+	if n, err := v.RemoveAll(ctx, "/a"); err != nil || n != 7 { // a, b, c, deep, copy, copy/c, copy/c/deep
+		t.Fatalf("RemoveAll = %d, %v; want 7 names", n, err)
+	}
+	if n, err := v.RemoveAll(ctx, "/a"); err != nil || n != 0 { // gone already: not an error
+		t.Fatalf("RemoveAll of a missing path = %d, %v", n, err)
 	}
 	_, err = v.Stat(ctx, "/a")
 	wantKind(t, err, avfs.NotFound)

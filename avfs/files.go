@@ -159,23 +159,21 @@ func (v *Vault) Remove(ctx context.Context, path string) error {
 	})
 }
 
-// RemoveAll removes path and everything below it, in one transaction. A
-// path that does not exist is not an error (as os.RemoveAll); the root
-// cannot be removed (InvalidPath).
-func (v *Vault) RemoveAll(ctx context.Context, path string) error {
-	if err := stopped(ctx, "remove"); err != nil {
-		return err
+// RemoveAll removes path and everything below it, in one transaction,
+// and returns how many names it removed (0 when path did not exist, which
+// is not an error, as for os.RemoveAll). Symlinks are removed, never
+// followed; the root cannot be removed (InvalidPath).
+func (v *Vault) RemoveAll(ctx context.Context, path string) (int, error) {
+	if err := stopped(ctx, "rm"); err != nil {
+		return 0, err
 	}
-	return v.update(func(tx *vfs.Tx) error {
-		dir, name, a, err := lookupParent(tx, path)
-		if errs.Is(err, errs.NotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return removeAll(tx, dir, name, a)
+	var n int
+	err := v.update(func(tx *vfs.Tx) error {
+		r, err := tx.Remove(path, true, true)
+		n = r.Removed
+		return err
 	})
+	return n, err
 }
 
 // lookupParent finds the directory holding path, path's name in it and
@@ -197,24 +195,45 @@ func lookupParent(tx *vfs.Tx, path string) (vfs.Ino, string, vfs.Attr, error) {
 	return dir, name, a, err
 }
 
-func removeAll(tx *vfs.Tx, dir vfs.Ino, name string, a vfs.Attr) error {
-	if a.Type != vfs.TypeDir {
-		return tx.Unlink(dir, name)
+// CopyStats counts what Copy copied.
+type CopyStats struct {
+	Files    int   // regular and special files
+	Dirs     int   // directories, the top one included
+	Symlinks int   // symlinks, copied as links
+	Bytes    int64 // bytes of the regular files, shared with the source rather than written
+}
+
+// Copy copies src and everything below it to dst, or into dst when dst is
+// a directory, like cp -r, in one transaction: existing files are
+// replaced, existing directories merged, modes kept, symlinks copied as
+// links. File data is shared with the source, so a copy adds no data. A
+// directory copied into itself is InvalidInput.
+func (v *Vault) Copy(ctx context.Context, src, dst string) (CopyStats, error) {
+	if err := stopped(ctx, "cp"); err != nil {
+		return CopyStats{}, err
 	}
-	ents, err := tx.ReadDir(a.Ino)
-	if err != nil {
+	var st CopyStats
+	err := v.update(func(tx *vfs.Tx) error {
+		r, err := tx.Copy(src, dst, true)
+		st = CopyStats{Files: r.Files, Dirs: r.Dirs, Symlinks: r.Symlinks, Bytes: r.Bytes}
 		return err
+	})
+	return st, err
+}
+
+// Move moves src to dst, or into dst when dst is a directory, like mv,
+// and returns the path src has now. An existing file at the destination
+// is replaced. Nothing is copied: it costs the same whatever src holds.
+func (v *Vault) Move(ctx context.Context, src, dst string) (string, error) {
+	if err := stopped(ctx, "mv"); err != nil {
+		return "", err
 	}
-	for _, e := range ents {
-		ca, err := tx.GetAttr(e.Ino)
-		if err != nil {
-			return err
-		}
-		if err := removeAll(tx, a.Ino, e.Name, ca); err != nil {
-			return err
-		}
-	}
-	return tx.Rmdir(dir, name)
+	var to string
+	err := v.update(func(tx *vfs.Tx) (err error) {
+		to, err = tx.Move(src, dst)
+		return err
+	})
+	return to, err
 }
 
 func info(tx *vfs.Tx, name string, a vfs.Attr) (FileInfo, error) {

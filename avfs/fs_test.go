@@ -50,7 +50,7 @@ func TestFS(t *testing.T) {
 	// Later edits: a change, a deletion, an addition.
 	for _, step := range []error{
 		v.WriteFile(ctx, "/README.md", []byte("# changed\n"), 0o644),
-		v.RemoveAll(ctx, "/src/pkg"),
+		func() error { _, err := v.RemoveAll(ctx, "/src/pkg"); return err }(),
 		v.WriteFile(ctx, "/NEW", []byte("new"), 0o644),
 		v.Remove(ctx, "/pkglink"),
 	} {

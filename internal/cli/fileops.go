@@ -315,64 +315,13 @@ adds no data, only references.`,
 		Args: exactArgs(2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.update(args[1], func(tx *vfs.Tx) (any, error) {
-				src, err := vfs.CleanPath(args[0])
-				if err != nil {
-					return nil, err
-				}
-				dst, err := vfs.CleanPath(args[1])
-				if err != nil {
-					return nil, err
-				}
-				at, err := tx.Resolve(src, !recursive)
-				if err != nil {
-					return nil, err
-				}
-				if at.Type == vfs.TypeDir && !recursive {
-					return nil, &errs.Error{Kind: errs.NotAFile, Op: "cp", Path: src, Errno: syscall.EISDIR,
-						Err: errors.New("is a directory"), Hint: "use cp -r to copy a directory"}
-				}
-				dir, name, err := tx.Target(dst, baseName(src))
-				if err != nil {
-					return nil, err
-				}
-				if err := checkNotInside(tx, at, dir, name); err != nil {
-					return nil, err
-				}
-				to, err := tx.PathOf(dir)
-				if err != nil {
-					return nil, err
-				}
-				st, err := tx.CopyTree(at, dir, name)
-				return copyResult{From: src, To: strings.TrimSuffix(to, "/") + "/" + name,
-					Files: st.Files, Dirs: st.Dirs, Symlinks: st.Symlinks, Bytes: st.Bytes}, err
+				r, err := tx.Copy(args[0], args[1], recursive)
+				return copyResult{From: r.From, To: r.To, Files: r.Files, Dirs: r.Dirs, Symlinks: r.Symlinks, Bytes: r.Bytes}, err
 			})
 		}),
 	}
 	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy directories and their content")
 	return c
-}
-
-// checkNotInside refuses a copy of a directory into itself or below it,
-// and a copy of a file onto itself.
-func checkNotInside(tx *vfs.Tx, src vfs.Attr, dir vfs.Ino, name string) error {
-	if cur, err := tx.Lookup(dir, name); err == nil && cur.Ino == src.Ino {
-		return invalidf("cp", "source and destination are the same file")
-	}
-	if src.Type != vfs.TypeDir {
-		return nil
-	}
-	sp, err := tx.PathOf(src.Ino)
-	if err != nil {
-		return err
-	}
-	dp, err := tx.PathOf(dir)
-	if err != nil {
-		return err
-	}
-	if dp == sp || strings.HasPrefix(dp, strings.TrimSuffix(sp, "/")+"/") {
-		return invalidf("cp", "cannot copy a directory into itself")
-	}
-	return nil
 }
 
 type moveResult struct {
