@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -359,6 +360,15 @@ func TestExec(t *testing.T) {
 	}
 	if out.String() != "out-12345\n" || errOut.String() != "err\n" || env.Result.Stdout != "out-" || !env.Result.StdoutTruncated {
 		t.Errorf("live output %q %q, envelope's %q", out.String(), errOut.String(), env.Result.Stdout)
+	}
+	// run:ID and run:ID^after are the states around the run.
+	if cs, err := v.Diff(ctx, "run:"+env.ID, "run:"+env.ID+"^after"); err != nil || !slices.Equal(changed(cs), []string{"added /two"}) {
+		t.Errorf("the run's diff by REF: %v, %v", changed(cs), err)
+	}
+	if f, err := v.FSAt(ctx, "run:"+env.ID+"^after"); err != nil {
+		t.Error(err)
+	} else if b, err := fs.ReadFile(f, "two"); err != nil || string(b) != "2\n" {
+		t.Errorf("two after the run: %q, %v", b, err)
 	}
 	u, err := h.Undo(ctx, "", env.ID)
 	if err != nil || u.Vault != "e" || !slices.Equal(u.Undone, []string{env.ID}) {

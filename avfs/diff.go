@@ -3,6 +3,7 @@ package avfs
 import (
 	"context"
 
+	"github.com/agentvfs/agentvfs/internal/refs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -144,9 +145,72 @@ func patches(f, t vfs.StateRef) ([]FilePatch, error) {
 	return out, nil
 }
 
-// Diff lists what changed in this vault from checkpoint from to checkpoint
-// to; an empty name is the working state. v.Diff(ctx, "before", "") is
-// what changed since checkpoint "before".
+// Diff lists what changed in this vault's states from REF from to REF to
+// (see FSAt for REFs; "" is "@", the working state): v.Diff(ctx,
+// "before", "") is what changed since checkpoint "before", v.Diff(ctx,
+// "run:ID", "run:ID^after") what proxy run ID changed. A REF may name
+// another vault (vault:NAME, vault:NAME@CHECKPOINT).
 func (v *Vault) Diff(ctx context.Context, from, to string) ([]Change, error) {
-	return Diff(ctx, State{Vault: v, Checkpoint: from}, State{Vault: v, Checkpoint: to})
+	return refDiff(ctx, v.resolver(), from, to)
+}
+
+// Patch returns the changes from REF from to REF to as git patches, as
+// Vault.Diff lists them.
+func (v *Vault) Patch(ctx context.Context, from, to string) ([]FilePatch, error) {
+	return refPatch(ctx, v.resolver(), from, to)
+}
+
+// Diff lists the paths that differ between the states REFs from and to
+// name, sorted by path; a REF without a vault (CHECKPOINT, @, "") is of the
+// home's current vault. It is `avfs diff FROM TO`.
+func (h *Home) Diff(ctx context.Context, from, to string) ([]Change, error) {
+	return refDiff(ctx, h.resolver(""), from, to)
+}
+
+// Patch returns the changes between the states REFs from and to name as
+// git patches: `avfs diff FROM TO --patch`.
+func (h *Home) Patch(ctx context.Context, from, to string) ([]FilePatch, error) {
+	return refPatch(ctx, h.resolver(""), from, to)
+}
+
+// resolve resolves two REFs ("" is "@") with r, checking both exist
+// before anything is compared.
+func resolve(ctx context.Context, r *refs.Resolver, from, to string) (f, t vfs.StateRef, err error) {
+	if err := stopped(ctx, "diff"); err != nil {
+		return f, t, err
+	}
+	var states [2]vfs.StateRef
+	for i, ref := range []string{from, to} {
+		if ref == "" {
+			ref = refs.Working
+		}
+		st, err := r.Resolve(ref)
+		if err != nil {
+			return f, t, wrapErr(err)
+		}
+		states[i] = st.StateRef
+	}
+	return states[0], states[1], nil
+}
+
+func refDiff(ctx context.Context, r *refs.Resolver, from, to string) ([]Change, error) {
+	defer r.Close()
+	f, t, err := resolve(ctx, r, from, to)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := vfs.Diff(f, t)
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	return changes(cs), nil
+}
+
+func refPatch(ctx context.Context, r *refs.Resolver, from, to string) ([]FilePatch, error) {
+	defer r.Close()
+	f, t, err := resolve(ctx, r, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return patches(f, t)
 }
