@@ -98,3 +98,61 @@ func TestEnvelopeWhole(t *testing.T) {
 		t.Errorf("UndoResult fields left zero: %s", strings.Join(z, ", "))
 	}
 }
+
+// leaves calls fn on every leaf field reachable from v (a struct's
+// fields, a pointer's target, the first element of a slice of structs),
+// with its path.
+func leaves(path string, v reflect.Value, fn func(string, reflect.Value)) {
+	switch {
+	case v.Kind() == reflect.Pointer:
+		leaves(path, v.Elem(), fn)
+	case v.Kind() == reflect.Struct && v.Type() != reflect.TypeFor[time.Time]():
+		for i := range v.NumField() {
+			if f := v.Type().Field(i); f.IsExported() {
+				leaves(path+"."+f.Name, v.Field(i), fn)
+			}
+		}
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+		leaves(path+"[0]", v.Index(0), fn)
+	default:
+		fn(path, v)
+	}
+}
+
+// notInAPI are the fields of a run's record deliberately left out of
+// Envelope.
+var notInAPI = map[string]bool{
+	".SchemaVersion": true, ".Kind": true, // the document's own discriminators
+	".Request.Timeout":     true, // the string form of TimeoutMs
+	".Result.Approval.MAC": true, // the approval's binding, for the proxy alone
+}
+
+// TestEnvelopeConvertsEveryField: each field of a run's record shows in
+// the converted Envelope, so a field added to the record (and to the
+// JSON contract) cannot be forgotten here: zeroing it alone changes what
+// the conversion returns.
+func TestEnvelopeConvertsEveryField(t *testing.T) {
+	filled := func() *proxy.Envelope {
+		var e proxy.Envelope
+		fill(reflect.ValueOf(&e).Elem())
+		e.Request.CommandMode = "shell"
+		return &e
+	}
+	base := envelope(filled())
+	var paths []string
+	leaves("", reflect.ValueOf(filled()).Elem(), func(p string, _ reflect.Value) { paths = append(paths, p) })
+	for _, p := range paths {
+		e := filled()
+		leaves("", reflect.ValueOf(e).Elem(), func(q string, v reflect.Value) {
+			if q == p {
+				v.Set(reflect.Zero(v.Type()))
+			}
+		})
+		switch same := reflect.DeepEqual(envelope(e), base); {
+		case same && !notInAPI[p]:
+			t.Errorf("proxy.Envelope%s is not converted into avfs.Envelope", p)
+		case !same && notInAPI[p]:
+			t.Errorf("proxy.Envelope%s is converted: take it out of notInAPI", p)
+		}
+	}
+}
