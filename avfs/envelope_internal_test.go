@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/proxy"
+	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
 // fill sets every field reachable from v to a non-zero value.
@@ -127,32 +130,51 @@ var notInAPI = map[string]bool{
 	".Result.Approval.MAC": true, // the approval's binding, for the proxy alone
 }
 
-// TestEnvelopeConvertsEveryField: each field of a run's record shows in
-// the converted Envelope, so a field added to the record (and to the
-// JSON contract) cannot be forgotten here: zeroing it alone changes what
-// the conversion returns.
-func TestEnvelopeConvertsEveryField(t *testing.T) {
-	filled := func() *proxy.Envelope {
-		var e proxy.Envelope
-		fill(reflect.ValueOf(&e).Elem())
-		e.Request.CommandMode = "shell"
-		return &e
+// convertsEvery fails t for each leaf field of an internal record that
+// conv leaves out of its result, unless skip lists it (and then for each
+// it does not leave out). prep adjusts a filled record.
+func convertsEvery[T any](t *testing.T, conv func(*T) any, prep func(*T), skip map[string]bool) {
+	t.Helper()
+	filled := func() *T {
+		var r T
+		fill(reflect.ValueOf(&r).Elem())
+		if prep != nil {
+			prep(&r)
+		}
+		return &r
 	}
-	base := envelope(filled())
+	base := conv(filled())
 	var paths []string
 	leaves("", reflect.ValueOf(filled()).Elem(), func(p string, _ reflect.Value) { paths = append(paths, p) })
+	name := reflect.TypeFor[T]().String()
 	for _, p := range paths {
-		e := filled()
-		leaves("", reflect.ValueOf(e).Elem(), func(q string, v reflect.Value) {
+		r := filled()
+		leaves("", reflect.ValueOf(r).Elem(), func(q string, v reflect.Value) {
 			if q == p {
 				v.Set(reflect.Zero(v.Type()))
 			}
 		})
-		switch same := reflect.DeepEqual(envelope(e), base); {
-		case same && !notInAPI[p]:
-			t.Errorf("proxy.Envelope%s is not converted into avfs.Envelope", p)
-		case !same && notInAPI[p]:
-			t.Errorf("proxy.Envelope%s is converted: take it out of notInAPI", p)
+		switch same := reflect.DeepEqual(conv(r), base); {
+		case same && !skip[p]:
+			t.Errorf("%s%s is not converted into the API", name, p)
+		case !same && skip[p]:
+			t.Errorf("%s%s is converted: take it out of the skip list", name, p)
 		}
 	}
+}
+
+// TestEnvelopeConvertsEveryField: each field of a run's record shows in
+// the converted Envelope, so a field added to the record (and to the
+// JSON contract) cannot be forgotten here: zeroing it alone changes what
+// the conversion returns. The same holds for the other records.
+func TestEnvelopeConvertsEveryField(t *testing.T) {
+	convertsEvery(t, func(e *proxy.Envelope) any { return envelope(e) },
+		func(e *proxy.Envelope) { e.Request.CommandMode = "shell" }, notInAPI)
+	convertsEvery(t, func(u *proxy.UndoResult) any { return undoResult(u) }, nil,
+		map[string]bool{".SchemaVersion": true, ".Kind": true})
+	convertsEvery(t, func(i *registry.Info) any { return vaultInfo(*i) }, nil, nil)
+	convertsEvery(t, func(c *vfs.Checkpoint) any { return checkpoint(*c) }, nil,
+		map[string]bool{".Layer": true}) // an internal layer id
+	convertsEvery(t, func(i *mount.Info) any { return mountInfo(*i) }, nil, nil)
+	convertsEvery(t, func(c *vfs.Change) any { return changes([]vfs.Change{*c}) }, nil, nil)
 }
