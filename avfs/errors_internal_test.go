@@ -43,6 +43,10 @@ func TestKindsMatch(t *testing.T) {
 			t.Errorf("run state %q is %q below", own, in)
 		}
 	}
+	if DefaultTimeout != proxy.DefaultTimeout || DefaultGrace != proxy.DefaultGrace || DefaultLinger != proxy.DefaultLinger {
+		t.Errorf("defaults %s, %s, %s; the proxy's %s, %s, %s", DefaultTimeout, DefaultGrace, DefaultLinger,
+			proxy.DefaultTimeout, proxy.DefaultGrace, proxy.DefaultLinger)
+	}
 	stages := []Stage{StageRequest, StageClassify, StageCheckpoint, StageMount, StageExecute, StageSummarize, StageReport}
 	if len(stages) != len(proxy.Stages) {
 		t.Fatalf("%d stages, the proxy times %d", len(stages), len(proxy.Stages))

@@ -49,13 +49,16 @@ type ExecRequest struct {
 
 // Limits of a run.
 const (
-	DefaultTimeout = proxy.DefaultTimeout
-	DefaultGrace   = proxy.DefaultGrace
+	// DefaultTimeout is ExecRequest.Timeout's default.
+	DefaultTimeout = 5 * time.Minute
+	// DefaultGrace is ExecRequest.Grace's default: between SIGTERM and
+	// SIGKILL.
+	DefaultGrace = 2 * time.Second
 	// NoTimeout as ExecRequest.Timeout lets the command run as long as it
 	// runs.
 	NoTimeout time.Duration = -1
 	// DefaultLinger is ExecRequest.Linger's default.
-	DefaultLinger = proxy.DefaultLinger
+	DefaultLinger = time.Minute
 	// NoLinger as ExecRequest.Linger unmounts the run's mount after it.
 	NoLinger time.Duration = -1
 )
