@@ -92,12 +92,8 @@ func Diff(ctx context.Context, from, to State) ([]Change, error) {
 }
 
 func (s State) ref() (vfs.StateRef, error) {
-	if s.Checkpoint != "" {
-		if _, err := s.Vault.v.GetCheckpoint(s.Checkpoint); err != nil {
-			return vfs.StateRef{}, err
-		}
-	}
-	return vfs.StateRef{Vault: s.Vault.v, Checkpoint: s.Checkpoint, After: s.After && s.Checkpoint != ""}, nil
+	r := vfs.StateRef{Vault: s.Vault.v, Checkpoint: s.Checkpoint, After: s.After && s.Checkpoint != ""}
+	return r, r.Check()
 }
 
 // FilePatch is one change in git's patch format.
