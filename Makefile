@@ -1,12 +1,22 @@
 # avfs — the two set-up commands are `make demo` and `make test` (see README).
 GO        ?= go
 BIN       := bin/avfs
+PREFIX    ?= /usr/local
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-go test-npm test-python deps lint vet staticcheck bench demo release clean
+.PHONY: build install uninstall test test-go test-npm test-python deps lint vet staticcheck bench demo release clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/avfs
+
+# install puts bin/avfs on PATH: $(DESTDIR)$(PREFIX)/bin/avfs (PREFIX
+# defaults to /usr/local; PREFIX=$$HOME/.local needs no root).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/avfs
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/avfs
 
 # deps installs what the tests need on a fresh Debian machine (idempotent).
 deps:

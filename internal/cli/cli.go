@@ -158,9 +158,9 @@ commands, import and export, or a mount.
 Every command takes --json: exactly one JSON document is printed on stdout,
 on success and on failure, and the exit code follows the table in
 docs/json-contract.md.`,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		Args:              noArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          noArgs,
 		RunE: a.run(func(cmd *cobra.Command, _ []string) (any, error) {
 			if a.jsonOut {
 				return nil, usageErrorf("missing command")
