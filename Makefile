@@ -53,8 +53,10 @@ bench: build
 demo: build
 	@bash scripts/demo.sh
 
-# Release builds: linux and darwin × amd64 and arm64, CGO_ENABLED=0, with
-# dist/SHA256SUMS; VERSION=v1.2.3 stamps the version.
+# Release builds: linux and darwin × amd64 and arm64, CGO_ENABLED=0, the
+# npm packages (dist/npm/*.tgz) and the Python sdist and wheels
+# (dist/python/), ready to publish, with dist/SHA256SUMS; VERSION=v1.2.3
+# stamps the binaries' version (PACKAGES=0: binaries only).
 release:
 	bash scripts/release.sh $(VERSION)
 
