@@ -69,7 +69,7 @@ var notVaultScoped = map[string]bool{
 }
 
 // Manifest returns docs/commands.json: the manifest of the command tree.
-func Manifest() []byte {
+func Manifest() ([]byte, error) {
 	root := NewCommand()
 	m := CommandManifest{ManifestVersion: ManifestVersion, GlobalFlags: flagsOf(root.PersistentFlags())}
 	var walk func(c *cobra.Command)
@@ -98,9 +98,9 @@ func Manifest() []byte {
 	walk(root)
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		panic(err) // plain structs of strings and bools always marshal
+		return nil, err
 	}
-	return append(b, '\n')
+	return append(b, '\n'), nil
 }
 
 func flagsOf(fs *pflag.FlagSet) []ManifestFlag {

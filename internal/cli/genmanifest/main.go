@@ -25,7 +25,11 @@ func main() {
 }
 
 func run() error {
-	if err := os.WriteFile("docs/commands.json", cli.Manifest(), 0o644); err != nil {
+	m, err := cli.Manifest()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile("docs/commands.json", m, 0o644); err != nil {
 		return err
 	}
 	const errFile = "docs/schema/error.json"
