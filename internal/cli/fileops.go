@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"errors"
 	"io"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
