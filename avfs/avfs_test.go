@@ -310,10 +310,9 @@ func TestExec(t *testing.T) {
 	needMount(t)
 	t.Parallel()
 	h := newTestHome(t)
-	v := newVault(t, h, "e")
-
 	_, err := h.Exec(ctx, avfs.ExecRequest{Argv: []string{"true"}})
-	wantKind(t, err, avfs.NoActiveVault)
+	wantKind(t, err, avfs.NoActiveVault) // an empty home has no current vault
+	v := newVault(t, h, "e")             // the first vault becomes current
 	env, err := h.Exec(ctx, avfs.ExecRequest{Vault: "nope", Argv: []string{"true"}})
 	wantKind(t, err, avfs.VaultNotFound)
 	if env != nil {
