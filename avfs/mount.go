@@ -8,6 +8,8 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/transport"
+	"github.com/agentvfs/agentvfs/internal/transport/fusemount"
 )
 
 // MountOptions are the settings of a mount.
@@ -78,6 +80,18 @@ func (h *Home) Mount(ctx context.Context, vault, mountpoint string, opts *MountO
 		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
 	}
 	return &Mount{Vault: r.Vault, Mountpoint: r.Mountpoint, PID: r.PID, ReadOnly: r.ReadOnly, home: h}, nil
+}
+
+// transports are the workspace transports of the library's runs: FUSE,
+// served as Mount serves.
+func (h *Home) transports() (*transport.Registry, error) {
+	return transport.NewRegistry(fusemount.New(func(ctx context.Context, s transport.Spec) (int, error) {
+		m, err := h.Mount(ctx, s.Vault, s.Dir, &MountOptions{ReadOnly: s.ReadOnly, OwnerPID: s.OwnerPID, IdleTimeout: s.IdleTimeout})
+		if err != nil {
+			return 0, err
+		}
+		return m.PID, nil
+	}))
 }
 
 // Unmount unmounts and waits until the serving process has persisted

@@ -23,6 +23,8 @@ import (
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/transport"
+	"github.com/agentvfs/agentvfs/internal/transport/fusemount"
 )
 
 // MountExecutable is the program `avfs mount` starts to serve a mount: the
@@ -43,6 +45,7 @@ type mountResult struct {
 	Mountpoint string `json:"mountpoint"`
 	PID        int    `json:"pid"`
 	ReadOnly   bool   `json:"readonly"`
+	Transport  string `json:"transport"` // the transport that serves it (package transport)
 }
 
 func (r mountResult) human(w io.Writer) {
@@ -136,7 +139,21 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 			if foreground {
 				return a.serveMount(h, name, mnt, sa, readyFD)
 			}
-			return a.startMount(a.ctx, h, name, mnt, sa)
+			ts, err := a.transports()
+			if err != nil {
+				return nil, err
+			}
+			t, err := ts.Get("")
+			if err != nil {
+				return nil, err
+			}
+			ws, err := t.Start(a.ctx, transport.Spec{Home: h, Vault: name, Dir: mnt, ReadOnly: sa.readonly,
+				OwnerPID: sa.owner, IdleTimeout: sa.idle})
+			if err != nil {
+				return nil, err
+			}
+			in := ws.Info()
+			return mountResult{Vault: name, Mountpoint: mnt, PID: in.PID, ReadOnly: sa.readonly, Transport: in.Transport}, nil
 		}),
 	}
 	f := c.Flags()
@@ -149,27 +166,35 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 	return c
 }
 
-// startMount starts `avfs mount --foreground` in a new session and waits
-// for it to report the mount ready. When ctx ends first, the server gets
-// SIGTERM (it unmounts, if it got that far, and exits) and the error is
-// Interrupted.
-func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string, sa serverArgs) (any, error) {
+// transports are the workspace transports of this program; the first is
+// the default.
+func (a *app) transports() (*transport.Registry, error) {
+	return transport.NewRegistry(fusemount.New(func(ctx context.Context, s transport.Spec) (int, error) {
+		return a.startMount(ctx, s.Home, s.Vault, s.Dir, serverArgs{readonly: s.ReadOnly, owner: s.OwnerPID, idle: s.IdleTimeout})
+	}))
+}
+
+// startMount starts `avfs mount --foreground` in a new session, waits
+// for it to report the mount ready and returns its pid. When ctx ends
+// first, the server gets SIGTERM (it unmounts, if it got that far, and
+// exits) and the error is Interrupted.
+func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string, sa serverArgs) (int, error) {
 	exe, err := MountExecutable()
 	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
+		return 0, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
 	}
 	logPath, err := mount.LogPath(h, mnt)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Path: logPath, Err: err}
+		return 0, &errs.Error{Kind: errs.IoError, Op: "mount", Path: logPath, Err: err}
 	}
 	defer logf.Close()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
+		return 0, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
 	}
 	defer pr.Close()
 	args := []string{"mount", "--foreground", "--ready-fd", "3", "--home", h.Dir, name, mnt}
@@ -189,7 +214,7 @@ func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string
 	cmd.Env = append(os.Environ(), "AVFS_HOME="+h.Dir)
 	if err := cmd.Start(); err != nil {
 		pw.Close()
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
+		return 0, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
 	}
 	pw.Close()
 	// Reap the server if it exits while this process lives (tests run the
@@ -219,7 +244,7 @@ func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string
 		case <-time.After(mountReadyTimeout):
 			_ = cmd.Process.Kill()
 		}
-		return nil, errs.Stopped(ctx, "mount")
+		return 0, errs.Stopped(ctx, "mount")
 	}
 	if err != nil || !msg.Ready {
 		_ = cmd.Process.Kill()
@@ -227,9 +252,9 @@ func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string
 			err = &errs.Error{Kind: msg.Kind, Op: msg.Op, Path: msg.Path, Vault: msg.Vault,
 				Err: errors.New(msg.Message), Hint: msg.Hint, Extra: msg.Extra}
 		}
-		return nil, err
+		return 0, err
 	}
-	return mountResult{Vault: name, Mountpoint: mnt, PID: msg.PID, ReadOnly: sa.readonly}, nil
+	return msg.PID, nil
 }
 
 // readReady reads the serving process's report.
@@ -293,7 +318,7 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 		report(failureMsg(err))
 		return nil, err
 	}
-	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly}
+	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly, Transport: mount.TransportName}
 	if ready != nil {
 		report(readyMsg{Ready: true, PID: os.Getpid()})
 	} else {

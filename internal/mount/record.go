@@ -28,10 +28,17 @@ type Info struct {
 	// (0: it lasts until unmounted). Such a mount gives way to a CLI
 	// write or another read-write mount of the vault when idle.
 	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
+	// Transport names the transport that serves the mount (package
+	// transport); a record written before transports were named is
+	// FUSE's.
+	Transport string `json:"transport"`
 	// Live is false when the serving process is gone (the record is
 	// stale: `avfs mounts --prune` removes it).
 	Live bool `json:"live"`
 }
+
+// TransportName is the name of the transport a Session is: FUSE.
+const TransportName = "fuse"
 
 // recordKey names the files of the mount at mountpoint.
 func recordKey(mountpoint string) string {
@@ -125,6 +132,9 @@ func readRecord(path string) (Info, bool) {
 	if err := json.NewDecoder(f).Decode(&info); err != nil || info.Mountpoint == "" {
 		// A record being written, or torn by a crash: live if locked.
 		info.Mountpoint = ""
+	}
+	if info.Transport == "" {
+		info.Transport = TransportName
 	}
 	info.Live = errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK)
 	if !info.Live {

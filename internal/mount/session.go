@@ -226,7 +226,7 @@ func (s *Session) mount() error {
 	}
 	if s.rec, err = createRecord(o.Home, Info{Vault: o.Vault, Mountpoint: o.Mountpoint,
 		PID: os.Getpid(), ReadOnly: o.ReadOnly, StartedAt: time.Now().UTC(),
-		IdleTimeoutMS: o.IdleTimeout.Milliseconds()}); err != nil {
+		IdleTimeoutMS: o.IdleTimeout.Milliseconds(), Transport: TransportName}); err != nil {
 		return err
 	}
 	if s.v, err = o.Home.Open(o.Vault); err != nil {
