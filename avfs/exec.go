@@ -225,6 +225,6 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	return &proxy.Runtime{
 		Home: h.reg, Policy: p, Store: store, RunDir: runDir,
 		Transports: ts,
-		Environ: append(os.Environ(), "AVFS_HOME="+h.reg.Dir),
+		Environ:    append(os.Environ(), "AVFS_HOME="+h.reg.Dir),
 	}, nil
 }
