@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/fsynctest"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -35,7 +35,7 @@ func TestFlushFailureStopsTheStep(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(mount.Info{Vault: "v", Mountpoint: s.Dir, PID: os.Getpid()})
+	b, _ := json.Marshal(mountrec.Info{Vault: "v", Mountpoint: s.Dir, PID: os.Getpid()})
 	rec := filepath.Join(dir, "0000000000000000.json")
 	if err := os.WriteFile(rec, b, 0o600); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/cli"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/fsynctest"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 )
 
@@ -567,14 +567,14 @@ func testLinger(t *testing.T, engine string) {
 	}
 }
 
-func (e *env) mounts() []mount.Info {
+func (e *env) mounts() []mountrec.Info {
 	e.t.Helper()
 	code, out, _ := e.avfs("", "--json", "mounts")
 	if code != 0 {
 		e.t.Fatalf("mounts: %s", out)
 	}
 	var r struct {
-		Mounts []mount.Info `json:"mounts"`
+		Mounts []mountrec.Info `json:"mounts"`
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		e.t.Fatal(err)

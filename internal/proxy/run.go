@@ -34,7 +34,8 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
@@ -289,7 +290,7 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		env.Result.Approval = &Approval{ID: env.ID, Status: "pending", ExpiresAt: rt.now().Add(rt.approvalTTL()).UTC()}
 		return nil
 	}
-	if err := mount.Available(); err != nil { // the run needs a mount: fail before using an approval, locking or checkpointing
+	if err := mountd.Available(); err != nil { // the run needs a mount: fail before using an approval, locking or checkpointing
 		return err
 	}
 	if req.Isolate == string(sandbox.On) { // --isolate on where it cannot be: nothing is touched
@@ -430,35 +431,6 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	return stop()
 }
 
-// flushMounts asks each live read-write mount of the vault to persist what
-// it buffers, by an fsync of its root, so that a checkpoint or a summary
-// taken beside it sees every write made through it. A mount the run
-// unmounts needs none: unmount persists everything. How much an fsync of
-// the root persists is the mount's contract (docs/architecture.md, Mount).
-// A mount that cannot be listed or synced fails the step: a checkpoint
-// or a summary without its writes would be wrong, silently.
-func (rt *Runtime) flushMounts(vault string) error {
-	infos, err := mount.List(rt.Home)
-	if err != nil {
-		return err
-	}
-	for _, in := range infos {
-		if in.Vault != vault || in.ReadOnly || !in.Live {
-			continue
-		}
-		f, err := os.Open(in.Mountpoint)
-		if err == nil {
-			err = f.Sync()
-			f.Close()
-		}
-		if err != nil {
-			return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: in.Mountpoint,
-				Err: fmt.Errorf("persisting the mount's writes before reading the vault: %w", err)}
-		}
-	}
-	return nil
-}
-
 // withVault opens the vault for one step and closes it after. The proxy
 // never keeps it open across the mount: an engine that locks its file
 // (bbolt) would keep the mount's server out.
@@ -531,7 +503,7 @@ func workdir(mnt, cwd string) (string, error) {
 // run started it.
 func (rt *Runtime) mount(ctx context.Context, req Request) mounted {
 	fail := func(err error) mounted { return mounted{err: err} }
-	infos, err := mount.List(rt.Home)
+	infos, err := mountrec.List(rt.Home)
 	if err != nil {
 		return fail(err)
 	}
@@ -540,13 +512,13 @@ func (rt *Runtime) mount(ctx context.Context, req Request) mounted {
 		if in.Vault != req.Vault || in.ReadOnly != req.Readonly {
 			continue
 		}
-		if in.Live && mount.IsAvfsMount(in.Mountpoint) {
+		if in.Live && mountrec.IsAvfsMount(in.Mountpoint) {
 			return mounted{mnt: in.Mountpoint, transport: in.Transport}
 		}
 		stale = stale || !in.Live
 	}
 	if stale {
-		_, _ = mount.Prune(rt.Home)
+		_, _ = mountrec.Prune(rt.Home)
 	}
 	if rt.RunDir == "" || rt.Transports == nil {
 		return fail(&errs.Error{Kind: errs.IoError, Op: "proxy mount", Err: fmt.Errorf("internal error: no runtime dir or transports")})
@@ -559,9 +531,9 @@ func (rt *Runtime) mount(ctx context.Context, req Request) mounted {
 	if err := os.MkdirAll(mnt, 0o700); err != nil {
 		return fail(&errs.Error{Kind: errs.IoError, Op: "proxy mount", Path: mnt, Err: err})
 	}
-	if mount.IsAvfsMount(mnt) {
+	if mountrec.IsAvfsMount(mnt) {
 		// A mount the records do not know (a crashed server): detach it.
-		_ = mount.Unmount(mnt, true)
+		_ = mountrec.Unmount(mnt, true)
 	}
 	if real, err := filepath.EvalSymlinks(mnt); err == nil {
 		mnt = real
@@ -597,7 +569,7 @@ func (rt *Runtime) mountAsync(ctx context.Context, req Request) <-chan mounted {
 
 // transportOf names the transport serving the live mount at mnt.
 func (rt *Runtime) transportOf(mnt string) string {
-	if in, ok := mount.Find(rt.Home, mnt); ok {
+	if in, ok := mountrec.Find(rt.Home, mnt); ok {
 		return in.Transport
 	}
 	return ""
