@@ -48,8 +48,11 @@ func TestControl(t *testing.T) {
 		})
 		return string(out), err
 	}
+	typed := &errs.Error{Kind: errs.QuotaExceeded, Op: "write", Path: "/f", Vault: "ctl", Err: errors.New("over the quota"),
+		Hint: "raise the quota", Extra: map[string]any{"limit": float64(5)}}
+	fail := func(*vfs.Vault, json.RawMessage) (any, error) { return nil, typed }
 	s := mountd.New(mountd.Options{Home: h, Vault: "ctl", Mountpoint: t.TempDir(), Log: logWriter{T: t},
-		Control: map[string]mountd.ControlFunc{"read": read}})
+		Control: map[string]mountd.ControlFunc{"read": read, "fail": fail}})
 	if err := s.Mount(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +69,13 @@ func TestControl(t *testing.T) {
 	}
 	if err := mountd.Call(h, mnt, "read", "/missing", &got); !errs.Is(err, errs.NotFound) {
 		t.Errorf("op failing in the server: %v, want NotFound", err)
+	}
+	// A typed error arrives whole: every field, and the same message.
+	err = mountd.Call(h, mnt, "fail", nil, nil)
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Kind != typed.Kind || e.Op != typed.Op || e.Path != typed.Path || e.Vault != typed.Vault ||
+		e.Hint != typed.Hint || e.Extra["limit"] != float64(5) || err.Error() != typed.Error() {
+		t.Errorf("typed error across the socket: %#v (%v), want %#v (%v)", e, err, typed, typed)
 	}
 	if err := mountd.Call(h, mnt, "no-such-op", nil, nil); !errs.Is(err, errs.InvalidInput) {
 		t.Errorf("unknown op: %v, want InvalidInput", err)
