@@ -22,10 +22,7 @@ var (
 	vaultFile         = mounttest.VaultFile
 )
 
-type (
-	fixture   = mounttest.Fixture
-	logWriter = mounttest.LogWriter
-)
+type logWriter = mounttest.LogWriter
 
 // TestMain fails the run when a test leaves an avfs mount behind.
 func TestMain(m *testing.M) { mounttest.Main(m) }

@@ -13,7 +13,6 @@ var (
 	mountVault        = mounttest.MountVault
 	mountOn           = mounttest.MountOn
 	unmountEventually = mounttest.UnmountEventually
-	fsck              = mounttest.Fsck
 	writeSynced       = mounttest.WriteSynced
 	avfs              = mounttest.AVFS
 	alive             = mounttest.Alive
@@ -22,10 +21,7 @@ var (
 	vaultFile         = mounttest.VaultFile
 )
 
-type (
-	fixture   = mounttest.Fixture
-	logWriter = mounttest.LogWriter
-)
+type logWriter = mounttest.LogWriter
 
 // TestMain fails the run when a test leaves an avfs mount behind.
 func TestMain(m *testing.M) { mounttest.Main(m) }
