@@ -15,9 +15,11 @@ import (
 )
 
 // TestFlushFailureStopsTheStep: a checkpoint or summary taken beside a
-// live read-write mount first has the mount persist its writes (an fsync
-// of its root). When that fsync fails, or the mounts cannot be listed,
-// the step fails instead of reading a vault that lacks those writes.
+// live read-write mount first has the mount persist its writes
+// (mountd.Persist: the server's "flush", or an fsync of its root for a
+// mount without a control socket, as here). When that fails, or the
+// mounts cannot be listed, the step fails instead of reading a vault that
+// lacks those writes.
 func TestFlushFailureStopsTheStep(t *testing.T) {
 	s := fsynctest.Mount(t) // stands in for the mount: its root's fsync can fail
 	h, err := registry.Open(t.TempDir())
