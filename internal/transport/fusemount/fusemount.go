@@ -8,6 +8,7 @@ package fusemount
 import (
 	"context"
 
+	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/transport"
@@ -37,6 +38,9 @@ func (*Transport) Name() string { return Name }
 func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.Workspace, error) {
 	if err := mountd.Available(); err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, errs.Stopped(ctx, "mount")
 	}
 	exe, err := t.exe()
 	if err != nil {
