@@ -153,9 +153,10 @@ func (a *app) transports() (*transport.Registry, error) {
 func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, readyFD int) (any, error) {
 	ready := mountd.NewReporter(readyFD)
 	defer ready.Close()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	// Caught from here on, so that a signal during the mount ends it
+	// cleanly too.
+	ctx, stopSignals := signal.NotifyContext(a.ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stopSignals()
 	h.WriteGuard = nil // this process is the vault's writer
 	h.BeforeOpen = nil
 	// A soft limit for the Go heap of the serving process: the write-back
@@ -188,22 +189,7 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 	} else {
 		a.emit(res)
 	}
-	var ownerGone <-chan struct{} // nil: no owner, never ready
-	if sa.owner > 0 {
-		ownerGone = mountd.WatchOwner(sa.owner)
-	}
-	for {
-		select {
-		case <-s.Done():
-			return nil, s.Wait()
-		case <-a.ctx.Done():
-			return nil, s.Stop()
-		case <-sigs:
-			return nil, s.Stop()
-		case <-ownerGone:
-			return nil, s.Stop()
-		}
-	}
+	return nil, s.Serve(ctx, sa.owner)
 }
 
 // serverMemoryLimit is the soft memory limit of a mount's serving process.

@@ -1,6 +1,7 @@
 package mountd
 
 import (
+	"context"
 	"errors"
 	"syscall"
 	"time"
@@ -30,4 +31,22 @@ func WatchOwner(pid int) <-chan struct{} {
 func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Serve blocks until the session ends: unmounted from outside (it returns
+// the session's failure, if any), or stopped (Stop) when ctx ends — the
+// serving process's signals — or when the process ownerPID exits
+// (0: none).
+func (s *Session) Serve(ctx context.Context, ownerPID int) error {
+	var ownerGone <-chan struct{} // nil: no owner, never ready
+	if ownerPID > 0 {
+		ownerGone = WatchOwner(ownerPID)
+	}
+	select {
+	case <-s.Done():
+		return s.Wait()
+	case <-ctx.Done():
+	case <-ownerGone:
+	}
+	return s.Stop()
 }
