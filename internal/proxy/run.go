@@ -567,12 +567,14 @@ func (rt *Runtime) mountAsync(ctx context.Context, req Request) <-chan mounted {
 	return ch
 }
 
-// transportOf names the transport serving the live mount at mnt.
+// transportOf names the transport serving the live mount at mnt. A
+// mount whose record is gone (its server ending) was found in the
+// kernel's table as an avfs FUSE mount (liveMount).
 func (rt *Runtime) transportOf(mnt string) string {
 	if in, ok := mountrec.Find(rt.Home, mnt); ok {
 		return in.Transport
 	}
-	return ""
+	return mountrec.FUSE
 }
 
 // opensBeside reports whether vault can be opened here while a mount's
