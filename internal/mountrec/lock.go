@@ -153,20 +153,19 @@ func fuseMounts() ([]fuseMount, error) {
 	return out, sc.Err()
 }
 
-// unescape undoes mountinfo's octal escapes (\040 for a space).
+// unescape undoes mountinfo's octal escapes (\040 for a space): a
+// backslash and exactly three octal digits; anything else is kept as is.
 func unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
+	octal := func(c byte) bool { return '0' <= c && c <= '7' }
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
+		if s[i] == '\\' && i+3 < len(s) && octal(s[i+1]) && octal(s[i+2]) && octal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
 		}
 		b.WriteByte(s[i])
 	}
