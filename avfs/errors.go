@@ -52,6 +52,9 @@ const (
 	// FuseUnavailable: the host has no FUSE (no /dev/fuse on Linux, no
 	// macFUSE on macOS), so nothing can be mounted or run through the proxy.
 	FuseUnavailable = errs.FuseUnavailable
+	// Conflict: a redo of a run that was not undone, or whose vault
+	// changed since the undo; nothing was changed.
+	Conflict = errs.Conflict
 
 	// Kinds of the mount.
 	NotMounted  = mount.NotMounted

@@ -62,6 +62,7 @@ var Schemas = map[string]string{
 	"avfs proxy approve":      "proxy-approval",
 	"avfs proxy reject":       "proxy-approval",
 	"avfs proxy undo":         "proxy-undo",
+	"avfs proxy redo":         "proxy-redo",
 	"avfs policy show":        "policy-show",
 	"avfs policy check":       "policy-check",
 }

@@ -34,7 +34,7 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 func (a *app) proxyCmd() *cobra.Command {
 	return a.group("proxy", "Run commands in a vault through the policy-gated proxy",
 		a.proxyExecCmd(), a.proxyHistoryCmd(), a.proxyShowCmd(),
-		a.proxyDecideCmd("approve", true), a.proxyDecideCmd("reject", false), a.proxyUndoCmd())
+		a.proxyDecideCmd("approve", true), a.proxyDecideCmd("reject", false), a.proxyUndoCmd(), a.proxyRedoCmd())
 }
 
 // proxyStore opens the home and its record of proxy runs.
@@ -467,6 +467,51 @@ unmount a mount left by --keep-mount first.`,
 				return nil, err
 			}
 			return undoResult{r}, nil
+		}),
+	}
+}
+
+type redoResult struct{ *proxy.RedoResult }
+
+func (r redoResult) human(w io.Writer) {
+	fmt.Fprintf(w, "redid run %s on %s: its state after the run is the working state again (%s)\n", r.Run, r.Vault, r.UndoneBy)
+}
+
+func (a *app) proxyRedoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "redo [ID]",
+		Short: "Re-apply a proxy run that undo took back (default: the most recently undone)",
+		Long: `Make the state run ID left (run:ID^after) the working state again, after
+` + "`avfs proxy undo`" + ` took it back. Without ID, the earliest run of the vault's
+latest stretch of undone runs: the one the last undo went back before.
+Redo runs one at a time, oldest first, so runs undone together are redone
+by repeating redo. The vault must still be in the state just before the
+run (as the undo left it); when it changed since, or the run was not
+undone, the error is Conflict and nothing changes. The run can be undone
+again after.`,
+		Args: rangeArgs(0, 1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, store, err := a.proxyStore()
+			if err != nil {
+				return nil, err
+			}
+			id, vault := "", ""
+			if len(args) == 1 {
+				id = args[0]
+				e, err := store.Get(id)
+				if err != nil {
+					return nil, err
+				}
+				vault = e.Request.Vault
+			} else if vault, err = a.vaultName(h); err != nil {
+				return nil, err
+			}
+			rt := &proxy.Runtime{Home: h, Store: store}
+			r, err := rt.Redo(a.ctx, vault, id)
+			if err != nil {
+				return nil, err
+			}
+			return redoResult{r}, nil
 		}),
 	}
 }

@@ -188,8 +188,8 @@ func TestToolsAndAnnotations(t *testing.T) {
 			t.Errorf("tool %s lacks a schema, annotations or a description: %+v", n, tl)
 		}
 	}
-	if len(res.Tools) != 17 {
-		t.Errorf("%d tools, want 17", len(res.Tools))
+	if len(res.Tools) != 18 {
+		t.Errorf("%d tools, want 18", len(res.Tools))
 	}
 	for _, c := range []struct {
 		name                  string
@@ -533,6 +533,18 @@ func TestExecStreamsAndUndo(t *testing.T) {
 	}
 	if doc := s.fails("file_read", map[string]any{"path": "/two.txt"}); doc["error"] != "NotFound" {
 		t.Errorf("after undo: %v", doc)
+	}
+	var rd struct{ Run string }
+	s.ok("redo", map[string]any{}, &rd)
+	if rd.Run != env.ID {
+		t.Errorf("redo: %+v", rd)
+	}
+	s.ok("file_read", map[string]any{"path": "/two.txt"}, &r)
+	if r.Content != "two\n" {
+		t.Errorf("after redo two.txt holds %q", r.Content)
+	}
+	if doc := s.fails("redo", map[string]any{"run": env.ID}); doc["error"] != "Conflict" {
+		t.Errorf("redo of a run not undone: %v", doc)
 	}
 }
 

@@ -280,6 +280,13 @@ def test_proxy_undo_and_keep_mount(avfs: Avfs, tmp_path: Path, fuse: None) -> No
     assert avfs.ls(vault="v").entries == []
     assert avfs.proxy_show(first.id).result.undone_by is not None
 
+    redo = avfs.proxy_redo(vault="v")
+    assert (redo.kind, redo.run, redo.undone_by) == ("proxy_redo_result", first.id, "undo of " + first.id)
+    assert [e.name for e in avfs.ls(vault="v").entries] == ["one"]
+    with pytest.raises(AvfsError) as exc:
+        avfs.proxy_redo(first.id, vault="v")  # not undone any more
+    assert exc.value.error == "Conflict"
+
 
 def test_mounted(avfs: Avfs, tmp_path: Path, fuse: None) -> None:
     avfs.vault_create("v")

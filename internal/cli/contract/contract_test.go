@@ -277,6 +277,8 @@ func TestJSONSchemas(t *testing.T) {
 			{args: []string{"proxy", "approve", "@last"}},
 			{args: []string{"proxy", "exec", "--vault", "m", "--approval", "@last"}},
 			{args: []string{"proxy", "undo", "--vault", "m"}},
+			{args: []string{"proxy", "redo", "--vault", "m"}},
+			{args: []string{"proxy", "redo", "--vault", "m"}, fail: true},
 			{args: []string{"proxy", "history", "--vault", "m"}},
 		}...)
 	} else {
@@ -335,7 +337,7 @@ func TestJSONSchemas(t *testing.T) {
 	// prints (stream_test.go).
 	ownTests := map[string]bool{"proxy-exec-stream": true, "mcp": true}
 	for name := range schemas {
-		if name != "common" && !ownTests[name] && !used[name] && (canMount() || (name != "mount" && name != "unmount" && name != "proxy-undo")) {
+		if name != "common" && !ownTests[name] && !used[name] && (canMount() || (name != "mount" && name != "unmount" && name != "proxy-undo" && name != "proxy-redo")) {
 			t.Errorf("schema %s.json is never exercised", name)
 		}
 	}

@@ -382,6 +382,11 @@ export class ProxyCommands {
     return this.avfs.run(["proxy", "undo", ...(id === undefined ? [] : ["--", id])], { ...o, scoped: true });
   }
 
+  /** Re-applies run ID, which undo took back (default: the run the vault's last undo went back before); Conflict when the vault changed since. */
+  redo(id?: string, o: VaultOption = {}): Promise<S.ProxyRedoResult> {
+    return this.avfs.run(["proxy", "redo", ...(id === undefined ? [] : ["--", id])], { ...o, scoped: true });
+  }
+
   approve(id: string): Promise<S.ProxyApprovalResult> {
     return this.avfs.run(["proxy", "approve", "--", id]);
   }

@@ -725,6 +725,21 @@ export interface ProxyHistoryResult {
 }
 
 /**
+ * avfs proxy redo: the run whose after state is the working state again, and the undo it took back.
+ * Schema: docs/schema/proxy-redo.json
+ */
+export interface ProxyRedoResult {
+  schema_version: 1;
+  kind: "proxy_redo_result";
+  vault: VaultName;
+  run: string;
+  /** the run's pre-run checkpoint; the working state is the state just after it (run:ID^after) */
+  checkpoint: CheckpointName;
+  /** what had undone the run, as its record said ("undo of ID") */
+  undone_by: string;
+}
+
+/**
  * avfs proxy undo: the run whose pre-run checkpoint was restored and every run it undid.
  * Schema: docs/schema/proxy-undo.json
  */

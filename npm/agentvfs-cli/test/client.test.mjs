@@ -252,6 +252,9 @@ test("proxy history, show and undo", async () => {
   assert.deepEqual(undo.undone.sort(), [first.id, second.id].sort());
   assert.deepEqual((await v.ls()).entries, []);
   assert.match((await v.proxy.show(second.id)).result.undone_by ?? "", new RegExp(first.id));
+  const redo = valid("proxy-redo.json", await v.proxy.redo());
+  assert.equal(redo.run, first.id);
+  assert.deepEqual((await v.ls()).entries.map((e) => e.name), ["one"]);
 });
 
 test("policy check and show", async () => {

@@ -47,6 +47,7 @@ from .models import (
     StreamOutput,
     Unmounted,
     UndoResult,
+    RedoResult,
     Vault,
     VaultDeleted,
     VaultList,
@@ -502,6 +503,13 @@ class Avfs:
         latest run that kept its checkpoint)."""
         args = ["proxy", "undo"] + (["--", run_id] if run_id else [])
         return self._call(UndoResult, args, vault=self._selected(vault))
+
+    def proxy_redo(self, run_id: Optional[str] = None, *, vault: Optional[str] = None) -> RedoResult:
+        """Re-apply run ``run_id``, which an undo took back (default: the run
+        the vault's last undo went back before). ``Conflict`` when the vault
+        changed since the undo; nothing changes then."""
+        args = ["proxy", "redo"] + (["--", run_id] if run_id else [])
+        return self._call(RedoResult, args, vault=self._selected(vault))
 
     def proxy_approve(self, run_id: str) -> ApprovalResult:
         return self._call(ApprovalResult, ["proxy", "approve", "--", run_id])

@@ -696,6 +696,19 @@ class UndoResult(Document):
 
 
 @dataclass(frozen=True)
+class RedoResult(Document):
+    """proxy redo: the state ``run`` left is the working state again;
+    ``undone_by`` names the undo it took back."""
+
+    schema_version: int
+    kind: str
+    vault: str
+    run: str
+    checkpoint: str
+    undone_by: str
+
+
+@dataclass(frozen=True)
 class PolicyRequest(Document):
     """What policy check classified: ``argv`` or ``shell``, ``cwd``, and the
     ``env`` assignments given with ``--env``."""
@@ -828,5 +841,6 @@ SCHEMAS: Dict[str, Type[Document]] = {
     "proxy-history.json": ProxyHistory,
     "proxy-approval.json": ApprovalResult,
     "proxy-undo.json": UndoResult,
+    "proxy-redo.json": RedoResult,
     "policy-check.json": PolicyCheck,
 }
