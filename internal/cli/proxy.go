@@ -207,6 +207,7 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 	f.DurationVar(&req.Linger, "linger", proxy.DefaultLinger, "leave the mount this run starts until idle this long, warm for the next run (0: unmount after the run; default from $AVFS_PROXY_LINGER)")
 	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
 	f.StringVar(&req.Isolate, "isolate", string(sandbox.Auto), "kernel isolation of the command: auto, on or off")
+	f.StringVar(&req.Changes, "changes", proxy.ChangesFull, fmt.Sprintf("how much of the change list the envelope carries: full (up to %d entries, then cut: changes_truncated), summary (result.summary only) or none (no diff is taken)", proxy.ChangesLimit))
 	f.BoolVar(&stream, "stream", false, "print JSON Lines: the output as it comes, then the envelope (implies --json)")
 	return c
 }
@@ -275,7 +276,11 @@ func (r execResult) human(w io.Writer) {
 	case res.TimedOut:
 		status = "timed out, " + status
 	}
-	fmt.Fprintf(r.stderr, "avfs proxy: run %s: %s in %.1f ms, %d changed file(s)", r.env.ID, status, res.DurationMs, res.ChangedFiles)
+	changed := fmt.Sprintf("%d changed file(s)", res.ChangedFiles)
+	if res.Summary == nil {
+		changed = "changes not listed (--changes none)"
+	}
+	fmt.Fprintf(r.stderr, "avfs proxy: run %s: %s in %.1f ms, %s", r.env.ID, status, res.DurationMs, changed)
 	if res.Checkpoint != nil && res.Checkpoint.Kept {
 		fmt.Fprintf(r.stderr, ", undo with `avfs proxy undo %s`", r.env.ID)
 	}

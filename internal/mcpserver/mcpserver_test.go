@@ -518,6 +518,19 @@ func TestExecStreamsAndUndo(t *testing.T) {
 	if in.Result.Stdout != "from the agent" {
 		t.Errorf("exec with stdin: %+v", in)
 	}
+	var sum struct {
+		Result struct {
+			Changes []any
+			Summary *struct{ Added int } `json:"summary"`
+		}
+	}
+	s.ok("exec", map[string]any{"shell": "echo 123 > s.txt", "checkpoint": "never", "changes": "summary"}, &sum)
+	if sum.Result.Summary == nil || sum.Result.Summary.Added != 1 || len(sum.Result.Changes) != 0 {
+		t.Errorf("exec with changes summary: %+v", sum)
+	}
+	if doc := s.fails("exec", map[string]any{"shell": "true", "changes": "all"}); doc["error"] != "InvalidInput" {
+		t.Errorf("exec with changes all: %v", doc)
+	}
 	for _, bad := range []map[string]any{{"shell": "true", "timeout": "soon"}, {"shell": "true", "argv": []string{"true"}}, {}} {
 		if doc := s.fails("exec", bad); doc["error"] != "InvalidInput" {
 			t.Errorf("exec(%v): %v", bad, doc)

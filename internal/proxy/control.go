@@ -29,11 +29,21 @@ type summarizeArgs struct {
 	// Delete forgets the checkpoint once the summary is taken
 	// (--checkpoint never).
 	Delete bool `json:"delete"`
+	// Changes is --changes ("" is full) and Limit the most changes to
+	// send back (ChangesLimit when 0).
+	Changes string `json:"changes"`
+	Limit   int    `json:"limit"`
 }
 
 type summary struct {
 	Changes []Change `json:"changes"`
 	Renames bool     `json:"renames"`
+	// Total counts the changes before the list was cut, Summary sums
+	// them (nil: not taken, --changes none, or a server that does not
+	// cut), Truncated says the list was cut at the limit.
+	Total     int      `json:"total"`
+	Summary   *Summary `json:"summary"`
+	Truncated bool     `json:"truncated"`
 }
 
 // ServerOps are the ops a mount's server answers for proxy runs; the CLI
@@ -66,8 +76,9 @@ func ServerOps() map[string]mount.ControlFunc {
 			}
 			// The envelope reports the run's changes: make them durable
 			// before it is written. A run that changed nothing has
-			// nothing to make durable (its checkpoint equals the state).
-			if len(s.Changes) == 0 {
+			// nothing to make durable (its checkpoint equals the state);
+			// one whose changes were not listed (--changes none) may have.
+			if s.Total == 0 && a.Changes != ChangesNone {
 				return s, nil
 			}
 			return s, v.Sync()
@@ -75,11 +86,17 @@ func ServerOps() map[string]mount.ControlFunc {
 	}
 }
 
-// summarizeIn takes a run's summary in v.
+// summarizeIn takes a run's summary in v, shaped as a.Changes asks, and
+// seals the run's layer (or forgets its checkpoint). --changes none takes
+// no diff.
 func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
-	changes, renames, err := summarize(v, a.Checkpoint)
-	if err != nil {
-		return summary{}, err
+	var s summary
+	if a.Changes != ChangesNone {
+		var err error
+		if s.Changes, s.Renames, err = summarize(v, a.Checkpoint); err != nil {
+			return summary{}, err
+		}
+		s.shape(a.Changes, a.limit())
 	}
 	if a.Delete {
 		if err := v.DeleteCheckpoint(a.Checkpoint); err != nil {
@@ -88,7 +105,14 @@ func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
 	} else if err := v.Seal(); err != nil { // run:ID^after is exactly what the run left
 		return summary{}, err
 	}
-	return summary{Changes: changes, Renames: renames}, nil
+	return s, nil
+}
+
+func (a summarizeArgs) limit() int {
+	if a.Limit > 0 {
+		return a.Limit
+	}
+	return ChangesLimit
 }
 
 // liveMount is the live read-write mount of vault, or "": its server is

@@ -198,6 +198,13 @@ def test_proxy_argv_options(avfs: Avfs, fuse: None) -> None:
     missing = avfs.proxy_exec(["no-such-program-here"], vault="v")
     assert (missing.state, missing.exit_code, missing.success) == ("completed", 127, False)
 
+    summary = avfs.proxy_exec(["sh", "-c", "echo abc > s1; rm work/out"], vault="v", changes="summary")
+    assert summary.request.changes == "summary" and summary.result.changes == []
+    s = summary.result.summary
+    assert s is not None and (s.added, s.deleted, s.bytes_added, s.bytes_removed) == (1, 1, 4, 5)
+    none = avfs.proxy_exec(["rm", "s1"], vault="v", changes="none")
+    assert none.result.summary is None and none.result.changed_files == 0
+
 
 def test_proxy_stream(avfs: Avfs, fuse: None) -> None:
     """proxy_stream yields the output while the command runs, then the envelope."""

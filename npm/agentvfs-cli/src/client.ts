@@ -58,6 +58,8 @@ export interface ExecOptions extends VaultOption {
   stdin?: string | Uint8Array;
   /** kernel isolation: auto (default: namespaces where the host can), on (else IsolationUnavailable) or off */
   isolate?: "auto" | "on" | "off";
+  /** how much of the change list the envelope carries: full (default: up to 10,000, then result.changes_truncated), summary (result.summary only) or none (no diff is taken) */
+  changes?: "full" | "summary" | "none";
 }
 
 export interface RunOptions extends VaultOption {
@@ -363,6 +365,7 @@ export class ProxyCommands {
       ...opt(o.linger === undefined ? undefined : duration(o.linger), "--linger"),
       ...opt(o.maxOutput, "--max-output"),
       ...opt(o.isolate, "--isolate"),
+      ...opt(o.changes, "--changes"),
       ...flag(o.stdin !== undefined, "--stdin"),
     ];
   }

@@ -615,6 +615,8 @@ export interface ProxyExecResult {
     approval: string | null;
     /** --isolate; an approval runs only with the same or a stricter one (off < auto < on) */
     isolate?: "auto" | "on" | "off";
+    /** --changes: full lists up to 10,000 changes (then result.changes_truncated), summary gives result.summary only, none takes no diff */
+    changes: "full" | "summary" | "none";
   };
   result: {
     vault: VaultName;
@@ -648,6 +650,7 @@ export interface ProxyExecResult {
       requested: boolean;
       kept: boolean;
     } | null;
+    /** how many paths the run changed, also those cut from changes; 0 with --changes none */
     changed_files: number;
     changes: {
       path: VaultPath;
@@ -658,6 +661,18 @@ export interface ProxyExecResult {
       size_before: Bytes;
       size_after: Bytes;
     }[];
+    /** true when --changes full cut the list at 10,000 entries; changed_files and summary still count every change */
+    changes_truncated: boolean;
+    /** every change of the run summed, from the change list's sizes (no file is read): an added path adds its size, a deleted one removes it, any other adds its growth or removes its shrinkage. Zeros when nothing ran; null with --changes none (no diff is taken) */
+    summary: {
+      added: number;
+      /** modified, mode_changed and type_changed paths */
+      modified: number;
+      deleted: number;
+      renamed: number;
+      bytes_added: Bytes;
+      bytes_removed: Bytes;
+    } | null;
     /** true when the summary paired deleted and added paths of one inode into renames */
     renames_detected: boolean;
     decision: {

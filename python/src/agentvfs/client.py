@@ -377,6 +377,7 @@ class Avfs:
         max_output: Optional[int] = None,
         stdin: Optional[Union[str, bytes]] = None,
         isolate: Optional[str] = None,
+        changes: Optional[str] = None,
     ) -> ProxyExecResult:
         """Run one command in a vault through the policy-gated proxy.
 
@@ -392,7 +393,9 @@ class Avfs:
         idle, for the next run; avfs's default is a minute. ``isolate`` is
         auto (avfs's default: namespaces where the host can make them), on
         (else IsolationUnavailable) or off; ``result.isolation`` says what
-        was enforced.
+        was enforced. ``changes`` is full (avfs's default: up to 10,000
+        changes listed, then ``result.changes_truncated``), summary
+        (``result.summary`` only) or none (no diff is taken).
 
         Returns the envelope whenever avfs printed one: a denied command
         (exit 14), one awaiting approval (15), one that timed out (124, state
@@ -405,7 +408,7 @@ class Avfs:
         args, data = _exec_args(
             command, shell=shell, cwd=cwd, timeout=timeout, grace=grace, checkpoint=checkpoint, env=env,
             readonly=readonly, approval=approval, keep_mount=keep_mount, linger=linger, max_output=max_output,
-            isolate=isolate, stdin=stdin,
+            isolate=isolate, stdin=stdin, changes=changes,
         )
         doc = self.run_json(args, vault=self._selected(vault), input=data, envelope=True)
         return ProxyExecResult.from_dict(doc)
@@ -551,6 +554,7 @@ def _exec_args(
     max_output: Optional[int] = None,
     isolate: Optional[str] = None,
     stdin: Optional[Union[str, bytes]] = None,
+    changes: Optional[str] = None,
 ) -> Tuple[List[str], Optional[bytes]]:
     """The arguments of ``proxy exec`` for proxy_exec's options, and the stdin to feed it."""
     if isinstance(command, (str, bytes)):
@@ -582,6 +586,8 @@ def _exec_args(
         args += ["--max-output", str(max_output)]
     if isolate is not None:
         args += ["--isolate", isolate]
+    if changes is not None:
+        args += ["--changes", changes]
     data = None
     if stdin is not None:
         args.append("--stdin")

@@ -504,6 +504,7 @@ class ProxyRequest(Document):
     stdin: bool
     env_keys: List[str]
     approval: Optional[str]
+    changes: str
     isolate: Optional[str] = None
 
 
@@ -539,6 +540,19 @@ class Change(Document):
     from_: Optional[str]
     size_before: int
     size_after: int
+
+
+@dataclass(frozen=True)
+class ChangeSummary(Document):
+    """Every change of a run, counted by kind (``modified`` includes mode and
+    type changes), with the bytes it added and removed."""
+
+    added: int
+    modified: int
+    deleted: int
+    renamed: int
+    bytes_added: int
+    bytes_removed: int
 
 
 @dataclass(frozen=True)
@@ -584,6 +598,8 @@ class ProxyResult(Document):
     checkpoint: Optional[RunCheckpoint]
     changed_files: int
     changes: List[Change]
+    changes_truncated: bool
+    summary: Optional[ChangeSummary]
     renames_detected: bool
     decision: Decision
     isolation: Optional[Isolation]
@@ -596,6 +612,7 @@ class ProxyResult(Document):
         "stage_ms": StageTimes,
         "checkpoint": RunCheckpoint,
         "changes": Change,
+        "summary": ChangeSummary,
         "decision": Decision,
         "isolation": Isolation,
         "approval": Approval,
