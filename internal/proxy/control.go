@@ -3,6 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/vfs"
@@ -104,8 +106,38 @@ func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
 		}
 	} else if err := v.Seal(); err != nil { // run:ID^after is exactly what the run left
 		return summary{}, err
+	} else if err := retainRuns(v); err != nil {
+		return summary{}, err
 	}
 	return s, nil
+}
+
+// IsRunCheckpoint reports whether cp is a proxy run's checkpoint
+// (CheckpointName): what run retention and `checkpoint prune --runs-only`
+// prune.
+func IsRunCheckpoint(cp vfs.Checkpoint) bool { return strings.HasPrefix(cp.Name, CheckpointName("")) }
+
+// retainRuns prunes the vault's oldest run checkpoints beyond its
+// run_checkpoints setting (vfs.Settings), after a run added one. What only
+// they held is compacted away here and freed by the vault's automatic
+// collection.
+func retainRuns(v *vfs.Vault) error {
+	s, err := v.Settings()
+	if err != nil || s.RunCheckpoints == 0 {
+		return err
+	}
+	cps, err := v.Checkpoints()
+	if err != nil {
+		return err
+	}
+	if n := len(slices.DeleteFunc(cps, func(cp vfs.Checkpoint) bool { return !IsRunCheckpoint(cp) })); n <= s.RunCheckpoints {
+		return nil
+	}
+	if _, err := v.PruneCheckpoints(vfs.PruneOptions{Keep: s.RunCheckpoints, Candidate: IsRunCheckpoint}); err != nil {
+		return err
+	}
+	_, _, _ = v.AutoGC() // as after any write (cli.collectAfterWrite): a failed collection is tried again later
+	return nil
 }
 
 func (a summarizeArgs) limit() int {

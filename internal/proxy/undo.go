@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
 // UndoResult is what `avfs proxy undo` did.
@@ -80,7 +81,7 @@ func (rt *Runtime) Undo(ctx context.Context, vault, id string) (*UndoResult, err
 		defer v.Close()
 		cp := target.Result.Checkpoint.Name
 		if err := v.RestoreCheckpoint(cp); err != nil {
-			return err
+			return prunedErr("proxy undo", target.ID, cp, err)
 		}
 		out = &UndoResult{SchemaVersion: SchemaVersion, Kind: "proxy_undo_result", Vault: vault, Run: target.ID, Checkpoint: cp, Undone: []string{}}
 		by := "undo of " + target.ID
@@ -153,7 +154,7 @@ func (rt *Runtime) Redo(ctx context.Context, vault, id string) (*RedoResult, err
 					Err:  fmt.Errorf("run %s cannot be redone: the vault changed since it was undone (its working state is not the state just before the run)", target.ID),
 					Hint: "`avfs checkpoint restore " + cp + "` discards what changed since; then redo"}
 			}
-			return err
+			return prunedErr("proxy redo", target.ID, cp, err)
 		}
 		by := *target.Result.UndoneBy
 		target.Result.UndoneBy = nil
@@ -206,4 +207,16 @@ func redoTarget(runs []*Envelope, vault, id string) (*Envelope, error) {
 	}
 	return nil, &errs.Error{Kind: errs.NotFound, Op: "proxy redo", Err: fmt.Errorf("no run %q of vault %q", id, vault),
 		Hint: "`avfs proxy history` lists the runs"}
+}
+
+// prunedErr says, when err is the checkpoint of run id missing, that
+// retention pruned it (or someone deleted it): the run cannot be undone
+// or redone any more. Other errors pass as they are.
+func prunedErr(op, id, cp string, err error) error {
+	if !errs.Is(err, errs.CheckpointNotFound) {
+		return err
+	}
+	return &errs.Error{Kind: errs.CheckpointNotFound, Op: op, Path: cp,
+		Err:  fmt.Errorf("run %s's checkpoint %s is gone: it was pruned (a vault keeps its newest %d run checkpoints unless `avfs vault set` says otherwise) or deleted", id, cp, vfs.DefaultRunCheckpoints),
+		Hint: "`avfs vault set NAME run-checkpoints=N` keeps more; 0 keeps all"}
 }

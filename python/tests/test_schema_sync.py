@@ -35,7 +35,7 @@ SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
 NOT_PARSED = {
     "common.json", "error.json", "chmod.json", "compact.json", "completion.json", "cp.json", "fsck.json",
     "gc.json", "help.json", "ln.json", "mv.json", "policy-show.json", "quota.json", "transfer.json",
-    "tree.json",
+    "tree.json", "checkpoint-prune.json",
     # Not a command's result: what `avfs mcp --http` prints, and the lines
     # of `proxy exec --stream`.
     "mcp.json", "proxy-exec-stream.json",

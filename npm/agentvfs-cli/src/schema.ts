@@ -55,6 +55,29 @@ export interface CheckpointListResult {
 }
 
 /**
+ * checkpoint prune: the checkpoints deleted (with --dry-run: that would be), oldest first, the ones kept and why, and what the compaction and garbage collection after it freed (zeros with --dry-run or when nothing was deleted).
+ * Schema: docs/schema/checkpoint-prune.json
+ */
+export interface CheckpointPruneResult {
+  vault: VaultName;
+  dry_run: boolean;
+  deleted: CheckpointName[];
+  kept: {
+    name: CheckpointName;
+    /** fork: a fork stands on its layer; origin: the vault's origin records it; not_a_run: --runs-only; newest: among the newest --keep; recent: younger than --older-than */
+    reason: "fork" | "origin" | "not_a_run" | "newest" | "recent";
+  }[];
+  layers_dropped: number;
+  layers_merged: number;
+  records: number;
+  chunks_freed: number;
+  bytes_freed: Bytes;
+  /** how much smaller the vault's file became: freed room given back to the host */
+  bytes_reclaimed: Bytes;
+  duration_ms: DurationMs;
+}
+
+/**
  * checkpoint restore.
  * Schema: docs/schema/checkpoint-restore.json
  */
@@ -911,6 +934,11 @@ export interface VaultInfoResult {
     free_bytes: Bytes;
     /** what the vault's file takes on disk, side files included */
     file_bytes: Bytes;
+  };
+  /** the vault's own options (avfs vault set), defaults filled in */
+  settings?: {
+    /** how many proxy runs' checkpoints the vault keeps; each run prunes the oldest beyond it (0: all kept; default 50) */
+    run_checkpoints: number;
   };
 }
 

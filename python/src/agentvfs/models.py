@@ -136,6 +136,14 @@ class VaultSpace(Document):
 
 
 @dataclass(frozen=True)
+class VaultSettings(Document):
+    """A vault's own options (``avfs vault set``): ``run_checkpoints`` is how
+    many proxy runs' checkpoints it keeps (0: all)."""
+
+    run_checkpoints: int
+
+
+@dataclass(frozen=True)
 class Vault(Document):
     """vault create, vault info and vault use (``space``: vault info only)."""
 
@@ -154,7 +162,8 @@ class Vault(Document):
     file_size: int
     origin: Optional[Origin] = None
     space: Optional[VaultSpace] = None
-    nested = {"usage": Usage, "quota": Quota, "origin": Origin, "space": VaultSpace}
+    settings: Optional[VaultSettings] = None
+    nested = {"usage": Usage, "quota": Quota, "origin": Origin, "space": VaultSpace, "settings": VaultSettings}
 
 
 @dataclass(frozen=True)
