@@ -375,6 +375,15 @@ func TestExec(t *testing.T) {
 	}
 	_, err = v.Stat(ctx, "/two")
 	wantKind(t, err, avfs.NotFound)
+	rd, err := h.Redo(ctx, "", "")
+	if err != nil || rd.Run != env.ID || rd.Vault != "e" {
+		t.Fatalf("Redo = %+v, %v", rd, err)
+	}
+	if b, err := v.ReadFile(ctx, "/two"); err != nil || string(b) != "2\n" {
+		t.Errorf("/two after Redo = %q, %v", b, err)
+	}
+	_, err = h.Redo(ctx, "e", env.ID)
+	wantKind(t, err, avfs.Conflict)
 }
 
 // A write the quota refuses changes nothing: the file keeps its content,

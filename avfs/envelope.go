@@ -232,6 +232,14 @@ type UndoResult struct {
 	Undone     []string // the run and every later run of the vault it undid
 }
 
+// RedoResult is what Redo did.
+type RedoResult struct {
+	Vault      string
+	Run        string // the run redone
+	Checkpoint string // the run's checkpoint, whose after state is the working state now
+	UndoneBy   string // the undo it took back
+}
+
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 
 func str(p *string) string {
@@ -303,6 +311,13 @@ func isolation(i *sandbox.Isolation) *Isolation {
 	}
 	return &Isolation{Requested: IsolateMode(i.Requested), Mode: i.Mode, Network: i.Network, Hidden: i.Hidden,
 		Writable: i.Writable, ReadOnly: i.ReadOnly, Reason: i.Reason}
+}
+
+func redoResult(r *proxy.RedoResult) *RedoResult {
+	if r == nil {
+		return nil
+	}
+	return &RedoResult{Vault: r.Vault, Run: r.Run, Checkpoint: r.Checkpoint, UndoneBy: r.UndoneBy}
 }
 
 func undoResult(u *proxy.UndoResult) *UndoResult {

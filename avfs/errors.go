@@ -135,6 +135,9 @@ const (
 	// StoreUnavailable is a networked store (PostgreSQL) that could not be
 	// reached.
 	StoreUnavailable Kind = "StoreUnavailable"
+	// Conflict: a redo of a run that was not undone, or whose vault
+	// changed since the undo; nothing was changed.
+	Conflict Kind = "Conflict"
 
 	// Kinds of the mount.
 	NotMounted  Kind = "NotMounted"

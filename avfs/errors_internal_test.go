@@ -22,7 +22,7 @@ func TestKindsMatch(t *testing.T) {
 		VaultHasForks: errs.VaultHasForks, QuotaExceeded: errs.QuotaExceeded, CorruptVault: errs.CorruptVault,
 		UnsupportedFormat: errs.UnsupportedFormat, CheckpointNotFound: errs.CheckpointNotFound,
 		StorageError: errs.StorageError, IoError: errs.IoError, ConfirmationRequired: errs.ConfirmationRequired,
-		Interrupted: errs.Interrupted, FuseUnavailable: errs.FuseUnavailable, StoreUnavailable: errs.StoreUnavailable,
+		Interrupted: errs.Interrupted, FuseUnavailable: errs.FuseUnavailable, StoreUnavailable: errs.StoreUnavailable, Conflict: errs.Conflict,
 		NotMounted: mountd.NotMounted, MountBusy: mountd.MountBusy, MountFailed: mountd.MountFailed,
 		PolicyDenied: proxy.PolicyDenied, ApprovalRequired: proxy.ApprovalRequired,
 		ApprovalRejected: proxy.ApprovalRejected, ApprovalExpired: proxy.ApprovalExpired,

@@ -158,29 +158,51 @@ func (h *Home) decide(ctx context.Context, id string, approve bool) (*Envelope, 
 // (Interrupted); one that ends while a mount the runs left to linger is
 // waited for stops the wait.
 func (h *Home) Undo(ctx context.Context, vault, id string) (*UndoResult, error) {
-	if vault == "" && id != "" {
-		store, err := proxy.NewStore(h.reg.Dir)
-		if err != nil {
-			return nil, wrapErr(err)
-		}
-		e, err := store.Get(id)
-		if err != nil {
-			return nil, wrapErr(err)
-		}
-		vault = e.Request.Vault
-	} else if vault == "" {
-		v, err := h.reg.Current()
-		if err != nil {
-			return nil, wrapErr(err)
-		}
-		vault = v
-	}
-	rt, err := h.runtime(vault)
+	vault, rt, err := h.runRuntime(vault, id)
 	if err != nil {
 		return nil, wrapErr(err)
 	}
 	u, err := rt.Undo(ctx, vault, id)
 	return undoResult(u), wrapErr(err)
+}
+
+// Redo re-applies run id, which Undo took back (the run the vault's last
+// undo went back before, when id is empty): the state the run left is
+// the working state again, in O(1). The vault must not have changed since
+// the undo; when it did, or the run was not undone, the error is Conflict
+// (errs kind "Conflict") and nothing changes. vault, mounts and ctx as
+// Undo.
+func (h *Home) Redo(ctx context.Context, vault, id string) (*RedoResult, error) {
+	vault, rt, err := h.runRuntime(vault, id)
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	r, err := rt.Redo(ctx, vault, id)
+	return redoResult(r), wrapErr(err)
+}
+
+// runRuntime is the vault Undo and Redo work on (run id's vault, or the
+// current vault, when vault is empty) and its runtime.
+func (h *Home) runRuntime(vault, id string) (string, *proxy.Runtime, error) {
+	if vault == "" && id != "" {
+		store, err := proxy.NewStore(h.reg.Dir)
+		if err != nil {
+			return "", nil, err
+		}
+		e, err := store.Get(id)
+		if err != nil {
+			return "", nil, err
+		}
+		vault = e.Request.Vault
+	} else if vault == "" {
+		v, err := h.reg.Current()
+		if err != nil {
+			return "", nil, err
+		}
+		vault = v
+	}
+	rt, err := h.runtime(vault)
+	return vault, rt, err
 }
 
 // runtime is the proxy runtime of this home for vault. Its mounts are

@@ -17,11 +17,11 @@ import (
 
 func (a *app) checkpointCmd() *cobra.Command {
 	c := a.group("checkpoint", "Save, list, restore, compare and delete checkpoints",
-		a.cpSaveCmd(), a.cpListCmd(), a.cpInfoCmd(), a.cpRestoreCmd(), a.cpDeleteCmd(), a.cpDiffCmd())
+		a.cpSaveCmd(), a.cpListCmd(), a.cpInfoCmd(), a.cpRestoreCmd(), a.cpDeleteCmd(), a.cpPruneCmd(), a.cpDiffCmd())
 	c.Aliases = []string{"snapshot"}
 	c.Long = `A checkpoint is a named, frozen state of a vault. Saving and restoring cost
 milliseconds whatever the vault holds; a restore is exact. "snapshot" is
-another name for this command.`
+another name for this command. prune deletes old ones by count and age.`
 	return c
 }
 

@@ -19,6 +19,7 @@ var Schemas = map[string]string{
 	"avfs mcp":                "mcp",
 	"avfs vault info":         "vault-info",
 	"avfs vault use":          "vault-info",
+	"avfs vault set":          "vault-info",
 	"avfs vault list":         "vault-list",
 	"avfs vault fork":         "vault-fork",
 	"avfs vault delete":       "vault-delete",
@@ -40,6 +41,7 @@ var Schemas = map[string]string{
 	"avfs checkpoint info":    "checkpoint",
 	"avfs checkpoint restore": "checkpoint-restore",
 	"avfs checkpoint delete":  "checkpoint-delete",
+	"avfs checkpoint prune":   "checkpoint-prune",
 	"avfs checkpoint diff":    "diff",
 	"avfs diff":               "content-diff",
 	"avfs vault merge":        "vault-merge",
@@ -62,6 +64,7 @@ var Schemas = map[string]string{
 	"avfs proxy approve":      "proxy-approval",
 	"avfs proxy reject":       "proxy-approval",
 	"avfs proxy undo":         "proxy-undo",
+	"avfs proxy redo":         "proxy-redo",
 	"avfs policy show":        "policy-show",
 	"avfs policy check":       "policy-check",
 }

@@ -47,6 +47,7 @@ var ExitCodes = []ExitCode{
 		[]errs.Kind{proxy.ApprovalRequired, proxy.ApprovalRejected, proxy.ApprovalExpired, proxy.ApprovalUsed, proxy.ApprovalMismatch, proxy.ApprovalForged}},
 	{16, "FUSE is not available: mount and proxy exec need /dev/fuse (Linux) or macFUSE (macOS)", []errs.Kind{errs.FuseUnavailable}},
 	{17, "proxy exec --isolate on: the kernel isolation is unavailable here; nothing ran", []errs.Kind{sandbox.Unavailable}},
+	{18, "the state moved on: proxy redo of a run that was not undone, or whose vault changed since the undo; nothing was changed", []errs.Kind{errs.Conflict}},
 	{124, "proxy exec: the command timed out, state `timed_out` (its own exit code is in the envelope)", nil},
 	{130, "interrupted by a signal; for proxy exec, a run printed with state `interrupted`", []errs.Kind{errs.Interrupted}},
 }

@@ -75,7 +75,7 @@ func TestExitCodes(t *testing.T) {
 		errs.NotEmpty, errs.InvalidPath, errs.InvalidInput, errs.VaultNotFound, errs.VaultExists,
 		errs.NoActiveVault, errs.VaultLocked, errs.VaultHasForks, errs.QuotaExceeded, errs.CorruptVault,
 		errs.StorageError, errs.IoError, errs.CheckpointNotFound, errs.UnsupportedFormat, errs.NameTooLong,
-		errs.TooManyLinks, errs.CrossDevice, errs.PermissionDenied, errs.StoreUnavailable} {
+		errs.TooManyLinks, errs.CrossDevice, errs.PermissionDenied, errs.StoreUnavailable, errs.Conflict} {
 		if _, ok := seen[k]; !ok {
 			t.Errorf("kind %s is in no row of the exit code table", k)
 		}

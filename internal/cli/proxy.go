@@ -33,7 +33,7 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 func (a *app) proxyCmd() *cobra.Command {
 	return a.group("proxy", "Run commands in a vault through the policy-gated proxy",
 		a.proxyExecCmd(), a.proxyHistoryCmd(), a.proxyShowCmd(),
-		a.proxyDecideCmd("approve", true), a.proxyDecideCmd("reject", false), a.proxyUndoCmd())
+		a.proxyDecideCmd("approve", true), a.proxyDecideCmd("reject", false), a.proxyUndoCmd(), a.proxyRedoCmd())
 }
 
 // proxyStore opens the home and its record of proxy runs.
@@ -203,6 +203,7 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 	f.DurationVar(&req.Linger, "linger", proxy.DefaultLinger, "leave the mount this run starts until idle this long, warm for the next run (0: unmount after the run; default from $AVFS_PROXY_LINGER)")
 	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
 	f.StringVar(&req.Isolate, "isolate", string(sandbox.Auto), "kernel isolation of the command: auto, on or off")
+	f.StringVar(&req.Changes, "changes", proxy.ChangesFull, fmt.Sprintf("how much of the change list the envelope carries: full (up to %d entries, then cut: changes_truncated), summary (result.summary only) or none (no diff is taken)", proxy.ChangesLimit))
 	f.BoolVar(&stream, "stream", false, "print JSON Lines: the output as it comes, then the envelope (implies --json)")
 	return c
 }
@@ -271,7 +272,11 @@ func (r execResult) human(w io.Writer) {
 	case res.TimedOut:
 		status = "timed out, " + status
 	}
-	fmt.Fprintf(r.stderr, "avfs proxy: run %s: %s in %.1f ms, %d changed file(s)", r.env.ID, status, res.DurationMs, res.ChangedFiles)
+	changed := fmt.Sprintf("%d changed file(s)", res.ChangedFiles)
+	if res.Summary == nil {
+		changed = "changes not listed (--changes none)"
+	}
+	fmt.Fprintf(r.stderr, "avfs proxy: run %s: %s in %.1f ms, %s", r.env.ID, status, res.DurationMs, changed)
 	if res.Checkpoint != nil && res.Checkpoint.Kept {
 		fmt.Fprintf(r.stderr, ", undo with `avfs proxy undo %s`", r.env.ID)
 	}
@@ -463,6 +468,51 @@ unmount a mount left by --keep-mount first.`,
 				return nil, err
 			}
 			return undoResult{r}, nil
+		}),
+	}
+}
+
+type redoResult struct{ *proxy.RedoResult }
+
+func (r redoResult) human(w io.Writer) {
+	fmt.Fprintf(w, "redid run %s on %s: its state after the run is the working state again (%s)\n", r.Run, r.Vault, r.UndoneBy)
+}
+
+func (a *app) proxyRedoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "redo [ID]",
+		Short: "Re-apply a proxy run that undo took back (default: the most recently undone)",
+		Long: `Make the state run ID left (run:ID^after) the working state again, after
+` + "`avfs proxy undo`" + ` took it back. Without ID, the earliest run of the vault's
+latest stretch of undone runs: the one the last undo went back before.
+Redo runs one at a time, oldest first, so runs undone together are redone
+by repeating redo. The vault must still be in the state just before the
+run (as the undo left it); when it changed since, or the run was not
+undone, the error is Conflict and nothing changes. The run can be undone
+again after.`,
+		Args: rangeArgs(0, 1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, store, err := a.proxyStore()
+			if err != nil {
+				return nil, err
+			}
+			id, vault := "", ""
+			if len(args) == 1 {
+				id = args[0]
+				e, err := store.Get(id)
+				if err != nil {
+					return nil, err
+				}
+				vault = e.Request.Vault
+			} else if vault, err = a.vaultName(h); err != nil {
+				return nil, err
+			}
+			rt := &proxy.Runtime{Home: h, Store: store}
+			r, err := rt.Redo(a.ctx, vault, id)
+			if err != nil {
+				return nil, err
+			}
+			return redoResult{r}, nil
 		}),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,7 +22,7 @@ import (
 func (a *app) vaultCmd() *cobra.Command {
 	return a.group("vault", "Create, list, inspect, fork, select and delete vaults",
 		a.vaultCreateCmd(), a.vaultListCmd(), a.vaultInfoCmd(), a.vaultUseCmd(),
-		a.vaultForkCmd(), a.vaultMergeCmd(), a.vaultDeleteCmd())
+		a.vaultForkCmd(), a.vaultMergeCmd(), a.vaultSetCmd(), a.vaultDeleteCmd())
 }
 
 // vaultInfo is the JSON of vault create, info and use.
@@ -44,6 +45,8 @@ type vaultInfo struct {
 	Origin *vfs.Origin `json:"origin"`
 	// Space says who needs the bytes of the file; vault info only.
 	Space *vfs.SpaceReport `json:"space,omitempty"`
+	// Settings are the vault's own options (vault set), defaults filled in.
+	Settings vfs.Settings `json:"settings"`
 }
 
 func (r vaultInfo) human(w io.Writer) {
@@ -66,6 +69,7 @@ func (r vaultInfo) human(w io.Writer) {
 	if r.Origin != nil {
 		fmt.Fprintf(tw, "origin\t%s (checkpoint %s)\n", r.Origin.HostDir, r.Origin.Checkpoint)
 	}
+	fmt.Fprintf(tw, "run checkpoints kept\t%s\n", runCheckpointsString(r.Settings.RunCheckpoints))
 	if sp := r.Space; sp != nil {
 		fmt.Fprintf(tw, "live data\t%s\n", sizeString(sp.LiveBytes))
 		fmt.Fprintf(tw, "held by checkpoints\t%s\n", sizeString(sp.CheckpointBytes))
@@ -106,6 +110,9 @@ func describe(h *registry.Home, v *vfs.Vault) (vaultInfo, error) {
 	r.FileSize = fileSize(r.Path)
 	if err == nil {
 		r.Origin, err = v.Origin()
+	}
+	if err == nil {
+		r.Settings, err = v.Settings()
 	}
 	return r, err
 }
@@ -461,4 +468,59 @@ func (a *app) importOrigin(v *vfs.Vault, hostDir string) error {
 		return err
 	}
 	return v.SetOrigin(vfs.Origin{HostDir: abs, Checkpoint: cp.Name, RecordedAt: cp.CreatedAt})
+}
+
+// settingKeys are the keys of vault set.
+var settingKeys = []string{"run-checkpoints"}
+
+func runCheckpointsString(n int) string {
+	if n == 0 {
+		return "all"
+	}
+	return strconv.Itoa(n)
+}
+
+func (a *app) vaultSetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "set NAME KEY=VALUE...",
+		Short: "Set a vault's own options",
+		Long: `Set options of vault NAME, kept in the vault itself, and print its info.
+Keys:
+  run-checkpoints  how many proxy runs' checkpoints the vault keeps: after
+                   each run the oldest beyond it are pruned and their runs
+                   can no longer be undone (default 50; 0 keeps all)
+A bad key or value is InvalidInput and changes nothing.`,
+		Args: rangeArgs(2, 1+len(settingKeys)),
+		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
+			h, v, err := a.openVault(args[0])
+			if err != nil {
+				return nil, err
+			}
+			defer v.Close()
+			s, err := v.Settings()
+			if err != nil {
+				return nil, err
+			}
+			for _, kv := range args[1:] {
+				k, val, ok := strings.Cut(kv, "=")
+				switch {
+				case !ok:
+					return nil, invalidf("vault set", "want KEY=VALUE, not %q (keys: %s)", kv, strings.Join(settingKeys, ", "))
+				case strings.ReplaceAll(k, "_", "-") == "run-checkpoints":
+					n, err := strconv.Atoi(val)
+					if err != nil || n < 0 {
+						return nil, invalidf("vault set", "run-checkpoints must be 0 (keep all) or a positive number, not %q", val)
+					}
+					s.RunCheckpoints = n
+				default:
+					return nil, invalidf("vault set", "unknown key %q (keys: %s)", k, strings.Join(settingKeys, ", "))
+				}
+			}
+			if err := v.SetSettings(s); err != nil {
+				return nil, err
+			}
+			return describe(h, v)
+		}),
+		ValidArgsFunction: a.completeVaults,
+	}
 }

@@ -60,6 +60,10 @@ const (
 	// not be reached: a wrong address, a server that is down, refused
 	// credentials. The message names the store without its password.
 	StoreUnavailable Kind = "StoreUnavailable"
+	// Conflict is a step whose precondition the state no longer meets:
+	// `proxy redo` of a run that was not undone, or of one whose vault
+	// moved on since the undo. Nothing was changed.
+	Conflict Kind = "Conflict"
 )
 
 // Error is the one error type avfs returns. Fields other than Kind are

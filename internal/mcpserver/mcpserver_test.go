@@ -190,8 +190,8 @@ func TestToolsAndAnnotations(t *testing.T) {
 			t.Errorf("tool %s lacks a schema, annotations or a description: %+v", n, tl)
 		}
 	}
-	if len(res.Tools) != 17 {
-		t.Errorf("%d tools, want 17", len(res.Tools))
+	if len(res.Tools) != 18 {
+		t.Errorf("%d tools, want 18", len(res.Tools))
 	}
 	for _, c := range []struct {
 		name                  string
@@ -520,6 +520,19 @@ func TestExecStreamsAndUndo(t *testing.T) {
 	if in.Result.Stdout != "from the agent" {
 		t.Errorf("exec with stdin: %+v", in)
 	}
+	var sum struct {
+		Result struct {
+			Changes []any
+			Summary *struct{ Added int } `json:"summary"`
+		}
+	}
+	s.ok("exec", map[string]any{"shell": "echo 123 > s.txt", "checkpoint": "never", "changes": "summary"}, &sum)
+	if sum.Result.Summary == nil || sum.Result.Summary.Added != 1 || len(sum.Result.Changes) != 0 {
+		t.Errorf("exec with changes summary: %+v", sum)
+	}
+	if doc := s.fails("exec", map[string]any{"shell": "true", "changes": "all"}); doc["error"] != "InvalidInput" {
+		t.Errorf("exec with changes all: %v", doc)
+	}
 	for _, bad := range []map[string]any{{"shell": "true", "timeout": "soon"}, {"shell": "true", "argv": []string{"true"}}, {}} {
 		if doc := s.fails("exec", bad); doc["error"] != "InvalidInput" {
 			t.Errorf("exec(%v): %v", bad, doc)
@@ -535,6 +548,18 @@ func TestExecStreamsAndUndo(t *testing.T) {
 	}
 	if doc := s.fails("file_read", map[string]any{"path": "/two.txt"}); doc["error"] != "NotFound" {
 		t.Errorf("after undo: %v", doc)
+	}
+	var rd struct{ Run string }
+	s.ok("redo", map[string]any{}, &rd)
+	if rd.Run != env.ID {
+		t.Errorf("redo: %+v", rd)
+	}
+	s.ok("file_read", map[string]any{"path": "/two.txt"}, &r)
+	if r.Content != "two\n" {
+		t.Errorf("after redo two.txt holds %q", r.Content)
+	}
+	if doc := s.fails("redo", map[string]any{"run": env.ID}); doc["error"] != "Conflict" {
+		t.Errorf("redo of a run not undone: %v", doc)
 	}
 }
 

@@ -255,6 +255,9 @@ var tools = []tool{
 	{name: "undo", title: "Undo a run", destructive: true,
 		desc: "Return the vault to the state just before an exec run (default: its latest run that kept a checkpoint); later runs are undone with it.",
 		add:  handle(undo)},
+	{name: "redo", title: "Redo an undone run", destructive: true,
+		desc: "Re-apply an exec run that undo took back (default: the run the last undo went back before): the state it left becomes the working state again. The vault must not have changed since the undo (Conflict otherwise; nothing changes).",
+		add:  handle(redo)},
 	{name: "exec", title: "Run a command", destructive: true, openWorld: true,
 		desc: "Run one command in the vault through the policy, exactly as `avfs proxy exec`: a denied command touches nothing; " +
 			"one that needs approval comes back in state awaiting_approval with its approval id, which a person approves " +

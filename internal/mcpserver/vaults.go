@@ -217,28 +217,52 @@ type UndoArgs struct {
 }
 
 func undo(s *server, ctx context.Context, _ *mcp.CallToolRequest, in UndoArgs) (*proxy.UndoResult, error) {
-	vault := in.Vault
-	if in.Run != "" {
+	vault, rt, err := s.runVault("proxy undo", in.Vault, in.Run)
+	if err != nil {
+		return nil, err
+	}
+	return rt.Undo(ctx, vault, in.Run)
+}
+
+// RedoArgs are redo's arguments.
+type RedoArgs struct {
+	VaultArg
+	Run string `json:"run,omitempty" jsonschema:"the id of the undone exec run to redo (default: the run the vault's last undo went back before)"`
+}
+
+func redo(s *server, ctx context.Context, _ *mcp.CallToolRequest, in RedoArgs) (*proxy.RedoResult, error) {
+	vault, rt, err := s.runVault("proxy redo", in.Vault, in.Run)
+	if err != nil {
+		return nil, err
+	}
+	return rt.Redo(ctx, vault, in.Run)
+}
+
+// runVault is the vault that undo or redo (op) of run works on, and its
+// runtime: run's vault when run is given (vault, if given too, must be
+// it), else vault or the server's default.
+func (s *server) runVault(op, vault, run string) (string, *proxy.Runtime, error) {
+	if run != "" {
 		store, err := proxy.NewStore(s.cfg.Home.Dir)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
-		e, err := store.Get(in.Run)
+		e, err := store.Get(run)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		if vault != "" && vault != e.Request.Vault {
-			return nil, errs.New(errs.InvalidInput, "proxy undo", "run %s is a run of vault %q, not %q", in.Run, e.Request.Vault, vault)
+			return "", nil, errs.New(errs.InvalidInput, op, "run %s is a run of vault %q, not %q", run, e.Request.Vault, vault)
 		}
 		vault = e.Request.Vault
 	}
 	vault, err := s.vault(vault)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	rt, err := s.cfg.Runtime(vault)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return rt.Undo(ctx, vault, in.Run)
+	return vault, rt, nil
 }

@@ -3,6 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
@@ -30,11 +32,21 @@ type summarizeArgs struct {
 	// Delete forgets the checkpoint once the summary is taken
 	// (--checkpoint never).
 	Delete bool `json:"delete"`
+	// Changes is --changes ("" is full) and Limit the most changes to
+	// send back (ChangesLimit when 0).
+	Changes string `json:"changes"`
+	Limit   int    `json:"limit"`
 }
 
 type summary struct {
 	Changes []Change `json:"changes"`
 	Renames bool     `json:"renames"`
+	// Total counts the changes before the list was cut, Summary sums
+	// them (nil: not taken, --changes none, or a server that does not
+	// cut), Truncated says the list was cut at the limit.
+	Total     int      `json:"total"`
+	Summary   *Summary `json:"summary"`
+	Truncated bool     `json:"truncated"`
 }
 
 // ServerOps are the ops a mount's server answers for proxy runs; the CLI
@@ -67,8 +79,9 @@ func ServerOps() map[string]mountd.ControlFunc {
 			}
 			// The envelope reports the run's changes: make them durable
 			// before it is written. A run that changed nothing has
-			// nothing to make durable (its checkpoint equals the state).
-			if len(s.Changes) == 0 {
+			// nothing to make durable (its checkpoint equals the state);
+			// one whose changes were not listed (--changes none) may have.
+			if s.Total == 0 && a.Changes != ChangesNone {
 				return s, nil
 			}
 			return s, v.Sync()
@@ -76,11 +89,17 @@ func ServerOps() map[string]mountd.ControlFunc {
 	}
 }
 
-// summarizeIn takes a run's summary in v.
+// summarizeIn takes a run's summary in v, shaped as a.Changes asks, and
+// seals the run's layer (or forgets its checkpoint). --changes none takes
+// no diff.
 func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
-	changes, renames, err := summarize(v, a.Checkpoint)
-	if err != nil {
-		return summary{}, err
+	var s summary
+	if a.Changes != ChangesNone {
+		var err error
+		if s.Changes, s.Renames, err = summarize(v, a.Checkpoint); err != nil {
+			return summary{}, err
+		}
+		s.shape(a.Changes, a.limit())
 	}
 	if a.Delete {
 		if err := v.DeleteCheckpoint(a.Checkpoint); err != nil {
@@ -88,8 +107,45 @@ func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
 		}
 	} else if err := v.Seal(); err != nil { // run:ID^after is exactly what the run left
 		return summary{}, err
+	} else if err := retainRuns(v); err != nil {
+		return summary{}, err
 	}
-	return summary{Changes: changes, Renames: renames}, nil
+	return s, nil
+}
+
+// IsRunCheckpoint reports whether cp is a proxy run's checkpoint
+// (CheckpointName): what run retention and `checkpoint prune --runs-only`
+// prune.
+func IsRunCheckpoint(cp vfs.Checkpoint) bool { return strings.HasPrefix(cp.Name, CheckpointName("")) }
+
+// retainRuns prunes the vault's oldest run checkpoints beyond its
+// run_checkpoints setting (vfs.Settings), after a run added one. What only
+// they held is compacted away here and freed by the vault's automatic
+// collection.
+func retainRuns(v *vfs.Vault) error {
+	s, err := v.Settings()
+	if err != nil || s.RunCheckpoints == 0 {
+		return err
+	}
+	cps, err := v.Checkpoints()
+	if err != nil {
+		return err
+	}
+	if n := len(slices.DeleteFunc(cps, func(cp vfs.Checkpoint) bool { return !IsRunCheckpoint(cp) })); n <= s.RunCheckpoints {
+		return nil
+	}
+	if _, err := v.PruneCheckpoints(vfs.PruneOptions{Keep: s.RunCheckpoints, Candidate: IsRunCheckpoint}); err != nil {
+		return err
+	}
+	_, _, _ = v.AutoGC() // as after any write (cli.collectAfterWrite): a failed collection is tried again later
+	return nil
+}
+
+func (a summarizeArgs) limit() int {
+	if a.Limit > 0 {
+		return a.Limit
+	}
+	return ChangesLimit
 }
 
 // liveMount is the live read-write mount of vault, or "": its server is

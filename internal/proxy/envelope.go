@@ -80,6 +80,7 @@ type RequestInfo struct {
 	EnvKeys        []string `json:"env_keys"` // the names given with --env; values are not kept
 	Approval       *string  `json:"approval"` // the approval this run uses
 	Isolate        string   `json:"isolate"`  // --isolate: auto, on or off
+	Changes        string   `json:"changes"`  // --changes: full, summary or none
 }
 
 // Result is what happened.
@@ -107,6 +108,11 @@ type Result struct {
 	Changes         []Change           `json:"changes"`
 	RenamesDetected bool               `json:"renames_detected"`
 	Decision        policy.Decision    `json:"decision"`
+	// ChangesTruncated says Changes was cut at ChangesLimit entries
+	// (--changes full); ChangedFiles still counts every change.
+	ChangesTruncated bool `json:"changes_truncated"`
+	// Summary sums every change (null with --changes none: no diff).
+	Summary *Summary `json:"summary"`
 	// Isolation is the boundary the command ran in (null when it did
 	// not run: denied, awaiting approval, or failed before).
 	Isolation *sandbox.Isolation `json:"isolation"`
@@ -221,6 +227,9 @@ func (s *Store) Get(id string) (*Envelope, error) {
 	if e.SchemaVersion != SchemaVersion {
 		return nil, &errs.Error{Kind: errs.UnsupportedFormat, Op: "proxy", Path: s.path(id),
 			Err: fmt.Errorf("run record of schema version %d; this avfs reads %d", e.SchemaVersion, SchemaVersion)}
+	}
+	if e.Request.Changes == "" { // recorded before --changes: the whole list, which the summary sums
+		e.Request.Changes, e.Result.Summary = ChangesFull, summarizeChanges(e.Result.Changes)
 	}
 	return &e, nil
 }

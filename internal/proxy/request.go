@@ -53,6 +53,9 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 	if _, err := sandbox.ParseMode(req.Isolate); err != nil {
 		return nil, nil, err
 	}
+	if req.Changes, err = checkChanges(req.Changes); err != nil {
+		return nil, nil, err
+	}
 	if req.Timeout < 0 || req.Grace < 0 {
 		return nil, nil, errs.New(errs.InvalidInput, "proxy exec", "--timeout and --grace cannot be negative")
 	}
@@ -84,10 +87,11 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 			Timeout: req.Timeout.String(), TimeoutMs: float64(req.Timeout.Microseconds()) / 1000,
 			GraceMs: float64(req.Grace.Microseconds()) / 1000, MaxOutput: req.MaxOutput,
 			Stdin: req.Stdin != nil, EnvKeys: append([]string{}, keys...), Isolate: isolateOf(req.Isolate),
+			Changes: req.Changes,
 		},
 		Result: Result{
 			Vault: req.Vault, Cwd: req.Cwd, Command: slices.Clone(command), StageMs: map[string]float64{},
-			Changes: []Change{}, State: StateRequest,
+			Changes: []Change{}, Summary: &Summary{}, State: StateRequest,
 		},
 	}
 	for _, s := range Stages {

@@ -101,6 +101,8 @@ type Request struct {
 	// Transport names the transport of a workspace the run starts ("":
 	// the runtime's default; package transport).
 	Transport string
+	// Changes is --changes: full (""), summary or none (changes.go).
+	Changes string
 	// Stdout and Stderr, when set, get the command's output while it
 	// runs, as it comes, whole (the envelope keeps MaxOutput bytes of
 	// each). Each is written from its own goroutine; a failed write is
@@ -414,7 +416,7 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	// The summary is taken before the unmount, from the server that
 	// holds every write of the run; the unmount then only closes.
 	if cp != "" {
-		a := summarizeArgs{Checkpoint: cp, Delete: req.Checkpoint == CheckpointNever}
+		a := summarizeArgs{Checkpoint: cp, Delete: req.Checkpoint == CheckpointNever, Changes: req.Changes}
 		var s summary
 		err := rt.inVault(req.Vault, mnt, opSummarize, a, &s, func(v *vfs.Vault) (err error) {
 			s, err = summarizeIn(v, a)
@@ -423,7 +425,11 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		if err != nil {
 			return errors.Join(err, stop())
 		}
-		env.Result.Changes, env.Result.ChangedFiles, env.Result.RenamesDetected = s.Changes, len(s.Changes), s.Renames
+		if req.Changes != ChangesNone {
+			s.shape(req.Changes, a.limit())
+		}
+		env.Result.Changes, env.Result.ChangedFiles, env.Result.RenamesDetected = s.Changes, s.Total, s.Renames
+		env.Result.Summary, env.Result.ChangesTruncated = s.Summary, s.Truncated
 		if env.Result.Changes == nil {
 			env.Result.Changes = []Change{}
 		}

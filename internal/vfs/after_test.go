@@ -74,3 +74,49 @@ func TestViewAfter(t *testing.T) {
 		}
 	})
 }
+
+// RestoreAfter brings back the sealed state after a checkpoint only onto
+// the checkpoint's own state: after a restore of it, through a compaction,
+// and not once anything was written since.
+func TestRestoreAfter(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newVault(t, engine)
+		f.write("/a", "before")
+		if _, err := f.v.SaveCheckpoint("run", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.v.RestoreAfter("run"); !errs.Is(err, errs.NotFound) {
+			t.Fatalf("RestoreAfter of an unsealed state: %v", err)
+		}
+		f.write("/a", "the run wrote")
+		f.write("/b", "new")
+		if err := f.v.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.v.RestoreAfter("run"); !errs.Is(err, errs.Conflict) {
+			t.Fatalf("RestoreAfter onto the run's own after state: %v", err)
+		}
+		if err := f.v.RestoreCheckpoint("run"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.v.Compact(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.v.RestoreAfter("run"); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := f.read("/a"), f.read("/b"); a != "the run wrote" || b != "new" {
+			t.Fatalf("after RestoreAfter: a=%q b=%q", a, b)
+		}
+		if err := f.v.RestoreCheckpoint("run"); err != nil {
+			t.Fatal(err)
+		}
+		f.write("/c", "moved on")
+		if err := f.v.RestoreAfter("run"); !errs.Is(err, errs.Conflict) {
+			t.Fatalf("RestoreAfter after a write: %v", err)
+		}
+		if a, c := f.read("/a"), f.read("/c"); a != "before" || c != "moved on" {
+			t.Fatalf("a refused RestoreAfter changed the state: a=%q c=%q", a, c)
+		}
+	})
+}

@@ -235,6 +235,81 @@ func (v *Vault) RestoreCheckpoint(name string) error {
 	return storageErr("checkpoint restore", v.Name(), err)
 }
 
+// RestoreAfter makes the state just after the named checkpoint (what
+// ViewAfter reads: a proxy run's sealed writes) the working state again,
+// provided the working state is still the checkpoint's own state, as a
+// restore of it left it: `proxy redo` after `proxy undo`. A working state
+// that moved on since (anything written, another checkpoint restored) is
+// Conflict, and an after state that was never sealed is NotFound; either
+// changes nothing. The check and the switch are one transaction. O(1) in
+// the size of the vault.
+func (v *Vault) RestoreAfter(name string) error {
+	if err := v.checkGuard(); err != nil {
+		return err
+	}
+	err := v.eng.Update(func(kt kv.Tx) error {
+		cp, err := getCheckpoint(kt, name)
+		if err != nil {
+			return err
+		}
+		after, err := layerAfter(kt, cp)
+		if err != nil {
+			return err
+		}
+		rec, err := getLayer(kt, after)
+		if err != nil {
+			return err
+		}
+		if !rec.Frozen {
+			return &errs.Error{Kind: errs.NotFound, Op: "checkpoint restore", Path: name,
+				Err: fmt.Errorf("no sealed state after checkpoint %q", name)}
+		}
+		top, err := getU64(kt, metaTop)
+		if err != nil {
+			return err
+		}
+		have, err := settledLayer(kt, top)
+		if err != nil {
+			return err
+		}
+		want, err := settledLayer(kt, cp.Layer)
+		if err != nil {
+			return err
+		}
+		if have != want {
+			return &errs.Error{Kind: errs.Conflict, Op: "checkpoint restore", Path: name,
+				Err:  fmt.Errorf("the working state is no longer checkpoint %q's: it changed since", name),
+				Hint: "`avfs checkpoint restore " + name + "` first to discard what changed, or save it as a checkpoint"}
+		}
+		return newTop(kt, after, rec, v.now())
+	})
+	return storageErr("checkpoint restore", v.Name(), err)
+}
+
+// settledLayer returns the nearest layer at or below layer that wrote
+// something (or the first layer of the file): layers that wrote nothing
+// add nothing to a state, so two layers with the same settled layer hold
+// the same state. A restore's fresh top and a seal's empty successor are
+// such layers.
+func settledLayer(kt kv.Tx, layer uint64) (uint64, error) {
+	for {
+		prefix := u64([]byte{prefixJournal}, layer)
+		empty := true
+		err := kt.Scan(prefix, kv.PrefixEnd(prefix), func(_, _ []byte) (bool, error) {
+			empty = false
+			return false, nil
+		})
+		if err != nil || !empty {
+			return layer, err
+		}
+		l, err := getLayer(kt, layer)
+		if err != nil || l.Parent == 0 {
+			return layer, err
+		}
+		layer = l.Parent
+	}
+}
+
 // DeleteCheckpoint forgets a checkpoint. Its layer stays as long as a later
 // state needs it; compaction merges or drops it once nothing names it.
 func (v *Vault) DeleteCheckpoint(name string) error {

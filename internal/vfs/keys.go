@@ -6,7 +6,7 @@ import "encoding/binary"
 // integers are fixed-width big-endian so that byte order is numeric order.
 //
 //	"\x00avfs"                      header: magic, format version, features (JSON)
-//	"M" name                        vault metadata (top layer, topology counter, allocator, quota, fork base, origin)
+//	"M" name                        vault metadata (top layer, topology counter, allocator, quota, fork base, origin, settings)
 //	"L" layer:8                     layer record: parent layer, frozen flag, usage counters
 //	"K" name                        checkpoint: the frozen layer it names
 //	"P" name                        fork pin: a fork of this vault depends on this frozen layer

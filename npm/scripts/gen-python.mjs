@@ -62,6 +62,8 @@ const PY_NAMES = {
   "proxy-approval.json#": "ApprovalResult",
   "proxy-approval.json#/properties/approval": "Approval",
   "proxy-undo.json#": "UndoResult",
+  "proxy-redo.json#": "RedoResult",
+  "proxy-exec.json#/properties/result/properties/summary": "ChangeSummary",
   "policy-check.json#": "PolicyCheck",
   "policy-check.json#/properties/request": "PolicyRequest",
   "policy-check.json#/properties/decision": "Decision",

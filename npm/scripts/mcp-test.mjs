@@ -37,7 +37,7 @@ async function fails(client, name, args) {
   const client = newClient();
   await client.connect(new StdioClientTransport({ command: bin, args: ["mcp"], env, stderr: "inherit" }));
   const { tools } = await client.listTools();
-  assert.equal(tools.length, 17, tools.map((t) => t.name).join(", "));
+  assert.equal(tools.length, 18, tools.map((t) => t.name).join(", "));
   const exec = tools.find((t) => t.name === "exec");
   assert.equal(exec.annotations.destructiveHint, true);
   assert.equal(tools.find((t) => t.name === "file_read").annotations.readOnlyHint, true);

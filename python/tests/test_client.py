@@ -201,6 +201,13 @@ def test_proxy_argv_options(avfs: Avfs, fuse: None) -> None:
     missing = avfs.proxy_exec(["no-such-program-here"], vault="v")
     assert (missing.state, missing.exit_code, missing.success) == ("completed", 127, False)
 
+    summary = avfs.proxy_exec(["sh", "-c", "echo abc > s1; rm work/out"], vault="v", changes="summary")
+    assert summary.request.changes == "summary" and summary.result.changes == []
+    s = summary.result.summary
+    assert s is not None and (s.added, s.deleted, s.bytes_added, s.bytes_removed) == (1, 1, 4, 5)
+    none = avfs.proxy_exec(["rm", "s1"], vault="v", changes="none")
+    assert none.result.summary is None and none.result.changed_files == 0
+
 
 def test_proxy_stream(avfs: Avfs, fuse: None) -> None:
     """proxy_stream yields the output while the command runs, then the envelope."""
@@ -282,6 +289,13 @@ def test_proxy_undo_and_keep_mount(avfs: Avfs, tmp_path: Path, fuse: None) -> No
     assert (undo.run, undo.undone) == (first.id, [first.id, second.id])
     assert avfs.ls(vault="v").entries == []
     assert avfs.proxy_show(first.id).result.undone_by is not None
+
+    redo = avfs.proxy_redo(vault="v")
+    assert (redo.kind, redo.run, redo.undone_by) == ("proxy_redo_result", first.id, "undo of " + first.id)
+    assert [e.name for e in avfs.ls(vault="v").entries] == ["one"]
+    with pytest.raises(AvfsError) as exc:
+        avfs.proxy_redo(first.id, vault="v")  # not undone any more
+    assert exc.value.error == "Conflict"
 
 
 def test_mounted(avfs: Avfs, tmp_path: Path, fuse: None) -> None:

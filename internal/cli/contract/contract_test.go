@@ -201,6 +201,10 @@ func TestJSONSchemas(t *testing.T) {
 		{args: []string{"checkpoint", "restore", "one"}},
 		{args: []string{"checkpoint", "delete", "one"}},
 		{args: []string{"checkpoint", "info", "one"}, fail: true},
+		{args: []string{"checkpoint", "prune", "--keep", "0", "--dry-run"}},
+		{args: []string{"checkpoint", "prune", "--older-than", "soon"}, fail: true},
+		{args: []string{"vault", "set", "v", "run-checkpoints=10"}},
+		{args: []string{"vault", "set", "v", "run-checkpoints=-3"}, fail: true},
 		{args: []string{"quota"}},
 		{args: []string{"quota", "set", "max_files", "3"}},
 		{args: []string{"write", "/q1", "x"}, fail: true},
@@ -277,6 +281,8 @@ func TestJSONSchemas(t *testing.T) {
 			{args: []string{"proxy", "approve", "@last"}},
 			{args: []string{"proxy", "exec", "--vault", "m", "--approval", "@last"}},
 			{args: []string{"proxy", "undo", "--vault", "m"}},
+			{args: []string{"proxy", "redo", "--vault", "m"}},
+			{args: []string{"proxy", "redo", "--vault", "m"}, fail: true},
 			{args: []string{"proxy", "history", "--vault", "m"}},
 		}...)
 	} else {
@@ -335,7 +341,7 @@ func TestJSONSchemas(t *testing.T) {
 	// prints (stream_test.go).
 	ownTests := map[string]bool{"proxy-exec-stream": true, "mcp": true}
 	for name := range schemas {
-		if name != "common" && !ownTests[name] && !used[name] && (canMount() || (name != "mount" && name != "unmount" && name != "proxy-undo")) {
+		if name != "common" && !ownTests[name] && !used[name] && (canMount() || (name != "mount" && name != "unmount" && name != "proxy-undo" && name != "proxy-redo")) {
 			t.Errorf("schema %s.json is never exercised", name)
 		}
 	}

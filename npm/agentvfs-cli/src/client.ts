@@ -54,6 +54,8 @@ export interface ExecOptions extends VaultOption {
   stdin?: string | Uint8Array;
   /** kernel isolation: auto (default: namespaces where the host can), on (else IsolationUnavailable) or off */
   isolate?: "auto" | "on" | "off";
+  /** how much of the change list the envelope carries: full (default: up to 10,000, then result.changes_truncated), summary (result.summary only) or none (no diff is taken) */
+  changes?: "full" | "summary" | "none";
 }
 
 export interface RunOptions extends VaultOption {
@@ -361,6 +363,7 @@ export class ProxyCommands {
       ...opt(o.linger === undefined ? undefined : duration(o.linger), "--linger"),
       ...opt(o.maxOutput, "--max-output"),
       ...opt(o.isolate, "--isolate"),
+      ...opt(o.changes, "--changes"),
       ...flag(o.stdin !== undefined, "--stdin"),
     ];
   }
@@ -378,6 +381,11 @@ export class ProxyCommands {
   /** Restores the checkpoint before run ID (default: the vault's latest run that kept one). */
   undo(id?: string, o: VaultOption = {}): Promise<S.ProxyUndoResult> {
     return this.avfs.run(["proxy", "undo", ...(id === undefined ? [] : ["--", id])], { ...o, scoped: true });
+  }
+
+  /** Re-applies run ID, which undo took back (default: the run the vault's last undo went back before); Conflict when the vault changed since. */
+  redo(id?: string, o: VaultOption = {}): Promise<S.ProxyRedoResult> {
+    return this.avfs.run(["proxy", "redo", ...(id === undefined ? [] : ["--", id])], { ...o, scoped: true });
   }
 
   approve(id: string): Promise<S.ProxyApprovalResult> {

@@ -55,6 +55,29 @@ export interface CheckpointListResult {
 }
 
 /**
+ * checkpoint prune: the checkpoints deleted (with --dry-run: that would be), oldest first, the ones kept and why, and what the compaction and garbage collection after it freed (zeros with --dry-run or when nothing was deleted).
+ * Schema: docs/schema/checkpoint-prune.json
+ */
+export interface CheckpointPruneResult {
+  vault: VaultName;
+  dry_run: boolean;
+  deleted: CheckpointName[];
+  kept: {
+    name: CheckpointName;
+    /** fork: a fork stands on its layer; origin: the vault's origin records it; not_a_run: --runs-only; newest: among the newest --keep; recent: younger than --older-than */
+    reason: "fork" | "origin" | "not_a_run" | "newest" | "recent";
+  }[];
+  layers_dropped: number;
+  layers_merged: number;
+  records: number;
+  chunks_freed: number;
+  bytes_freed: Bytes;
+  /** how much smaller the vault's file became: freed room given back to the host */
+  bytes_reclaimed: Bytes;
+  duration_ms: DurationMs;
+}
+
+/**
  * checkpoint restore.
  * Schema: docs/schema/checkpoint-restore.json
  */
@@ -619,6 +642,8 @@ export interface ProxyExecResult {
     approval: string | null;
     /** --isolate; an approval runs only with the same or a stricter one (off < auto < on) */
     isolate?: "auto" | "on" | "off";
+    /** --changes: full lists up to 10,000 changes (then result.changes_truncated), summary gives result.summary only, none takes no diff */
+    changes: "full" | "summary" | "none";
   };
   result: {
     vault: VaultName;
@@ -654,6 +679,7 @@ export interface ProxyExecResult {
       requested: boolean;
       kept: boolean;
     } | null;
+    /** how many paths the run changed, also those cut from changes; 0 with --changes none */
     changed_files: number;
     changes: {
       path: VaultPath;
@@ -664,6 +690,18 @@ export interface ProxyExecResult {
       size_before: Bytes;
       size_after: Bytes;
     }[];
+    /** true when --changes full cut the list at 10,000 entries; changed_files and summary still count every change */
+    changes_truncated: boolean;
+    /** every change of the run summed, from the change list's sizes (no file is read): an added path adds its size, a deleted one removes it, any other adds its growth or removes its shrinkage. Zeros when nothing ran; null with --changes none (no diff is taken) */
+    summary: {
+      added: number;
+      /** modified, mode_changed and type_changed paths */
+      modified: number;
+      deleted: number;
+      renamed: number;
+      bytes_added: Bytes;
+      bytes_removed: Bytes;
+    } | null;
     /** true when the summary paired deleted and added paths of one inode into renames */
     renames_detected: boolean;
     decision: {
@@ -728,6 +766,21 @@ export interface ProxyHistoryResult {
     duration_ms: DurationMs;
     undone_by: string | null;
   }[];
+}
+
+/**
+ * avfs proxy redo: the run whose after state is the working state again, and the undo it took back.
+ * Schema: docs/schema/proxy-redo.json
+ */
+export interface ProxyRedoResult {
+  schema_version: 1;
+  kind: "proxy_redo_result";
+  vault: VaultName;
+  run: string;
+  /** the run's pre-run checkpoint; the working state is the state just after it (run:ID^after) */
+  checkpoint: CheckpointName;
+  /** what had undone the run, as its record said ("undo of ID") */
+  undone_by: string;
 }
 
 /**
@@ -887,6 +940,11 @@ export interface VaultInfoResult {
     free_bytes: Bytes;
     /** what the vault's file takes on disk, side files included */
     file_bytes: Bytes;
+  };
+  /** the vault's own options (avfs vault set), defaults filled in */
+  settings?: {
+    /** how many proxy runs' checkpoints the vault keeps; each run prunes the oldest beyond it (0: all kept; default 50) */
+    run_checkpoints: number;
   };
 }
 

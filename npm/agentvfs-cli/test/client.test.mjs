@@ -140,7 +140,7 @@ test("approval: approve runs the request once, reject refuses it", async () => {
   await assert.rejects(avfs.proxy.exec([], { ...o, approval: other.id }), { error: "ApprovalRejected", exitCode: 15 });
 });
 
-test("proxy exec options: env, cwd, stdin, readonly, checkpoint, maxOutput", async () => {
+test("proxy exec options: env, cwd, stdin, readonly, checkpoint, maxOutput, changes", async () => {
   await avfs.vault.create("opts");
   await avfs.mkdir("/sub/dir", { vault: "opts", parents: true });
   const o = { vault: "opts" };
@@ -170,6 +170,13 @@ test("proxy exec options: env, cwd, stdin, readonly, checkpoint, maxOutput", asy
   assert.equal(big.result.stdout.length, 100);
   assert.equal(big.result.stdout_truncated, true);
   assert.equal(big.result.stdout_bytes, 5000);
+
+  const summary = valid("proxy-exec.json", await avfs.proxy.shell("echo abc > s1; echo d > s2", { ...o, changes: "summary" }));
+  assert.equal(summary.request.changes, "summary");
+  assert.deepEqual(summary.result.changes, []);
+  assert.deepEqual(summary.result.summary, { added: 2, modified: 0, deleted: 0, renamed: 0, bytes_added: 6, bytes_removed: 0 });
+  const none = valid("proxy-exec.json", await avfs.proxy.shell("rm s1", { ...o, changes: "none" }));
+  assert.equal(none.result.summary, null);
 });
 
 test("a second run on a busy vault is an AvfsError (VaultLocked), not an envelope", async () => {
@@ -252,6 +259,9 @@ test("proxy history, show and undo", async () => {
   assert.deepEqual(undo.undone.sort(), [first.id, second.id].sort());
   assert.deepEqual((await v.ls()).entries, []);
   assert.match((await v.proxy.show(second.id)).result.undone_by ?? "", new RegExp(first.id));
+  const redo = valid("proxy-redo.json", await v.proxy.redo());
+  assert.equal(redo.run, first.id);
+  assert.deepEqual((await v.ls()).entries.map((e) => e.name), ["one"]);
 });
 
 test("policy check and show", async () => {

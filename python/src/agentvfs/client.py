@@ -48,6 +48,7 @@ from .models import (
     StreamOutput,
     Unmounted,
     UndoResult,
+    RedoResult,
     Vault,
     VaultDeleted,
     VaultList,
@@ -373,6 +374,7 @@ class Avfs:
         max_output: Optional[int] = None,
         stdin: Optional[Union[str, bytes]] = None,
         isolate: Optional[str] = None,
+        changes: Optional[str] = None,
     ) -> ProxyExecResult:
         """Run one command in a vault through the policy-gated proxy.
 
@@ -388,7 +390,9 @@ class Avfs:
         idle, for the next run; avfs's default is a minute. ``isolate`` is
         auto (avfs's default: namespaces where the host can make them), on
         (else IsolationUnavailable) or off; ``result.isolation`` says what
-        was enforced.
+        was enforced. ``changes`` is full (avfs's default: up to 10,000
+        changes listed, then ``result.changes_truncated``), summary
+        (``result.summary`` only) or none (no diff is taken).
 
         Returns the envelope whenever avfs printed one: a denied command
         (exit 14), one awaiting approval (15), one that timed out (124, state
@@ -401,7 +405,7 @@ class Avfs:
         args, data = _exec_args(
             command, shell=shell, cwd=cwd, timeout=timeout, grace=grace, checkpoint=checkpoint, env=env,
             readonly=readonly, approval=approval, keep_mount=keep_mount, linger=linger, max_output=max_output,
-            isolate=isolate, stdin=stdin,
+            isolate=isolate, stdin=stdin, changes=changes,
         )
         doc = self.run_json(args, vault=self._selected(vault), input=data, envelope=True)
         return ProxyExecResult.from_dict(doc)
@@ -500,6 +504,13 @@ class Avfs:
         args = ["proxy", "undo"] + (["--", run_id] if run_id else [])
         return self._call(UndoResult, args, vault=self._selected(vault))
 
+    def proxy_redo(self, run_id: Optional[str] = None, *, vault: Optional[str] = None) -> RedoResult:
+        """Re-apply run ``run_id``, which an undo took back (default: the run
+        the vault's last undo went back before). ``Conflict`` when the vault
+        changed since the undo; nothing changes then."""
+        args = ["proxy", "redo"] + (["--", run_id] if run_id else [])
+        return self._call(RedoResult, args, vault=self._selected(vault))
+
     def proxy_approve(self, run_id: str) -> ApprovalResult:
         return self._call(ApprovalResult, ["proxy", "approve", "--", run_id])
 
@@ -540,6 +551,7 @@ def _exec_args(
     max_output: Optional[int] = None,
     isolate: Optional[str] = None,
     stdin: Optional[Union[str, bytes]] = None,
+    changes: Optional[str] = None,
 ) -> Tuple[List[str], Optional[bytes]]:
     """The arguments of ``proxy exec`` for proxy_exec's options, and the stdin to feed it."""
     if isinstance(command, (str, bytes)):
@@ -571,6 +583,8 @@ def _exec_args(
         args += ["--max-output", str(max_output)]
     if isolate is not None:
         args += ["--isolate", isolate]
+    if changes is not None:
+        args += ["--changes", changes]
     data = None
     if stdin is not None:
         args.append("--stdin")

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 from ._document import CatContent, Document, EnvelopeAccess, StreamOutput, attr_name, json_key
 
-__all__ = ["Document", "StreamOutput", "attr_name", "json_key", "SCHEMAS", "RUN_STATES", "RunState", "ERROR_KINDS", "ErrorKind", "ApplyNote", "ApplyResult", "ApplyEntry", "CatResult", "CheckpointDeleted", "CheckpointList", "Restored", "SavedCheckpoint", "ChmodResult", "Usage", "Quota", "Checkpoint", "Entry", "TreeNode", "Isolation", "CompactResult", "CompletionResult", "ContentDiff", "ContentDiffEntry", "DiffSummary", "CpResult", "Diff", "DiffEntry", "FsckResult", "GcResult", "HelpResult", "LnResult", "Listing", "McpResult", "MkdirResult", "Mount", "MountRecord", "Mounts", "MvResult", "PolicyCheck", "PolicyRequest", "Decision", "CommandDecision", "PolicyShowResult", "PolicyShowResultCategories", "PolicyShowResultRules", "PolicyShowResultVaultRules", "PolicyShowResultSandbox", "ApprovalResult", "Approval", "ProxyExecResult", "ProxyRequest", "ProxyResult", "StageTimes", "RunCheckpoint", "Change", "RunError", "ProxyHistory", "HistoryRun", "UndoResult", "QuotaResult", "RmResult", "Stat", "TransferResult", "TransferResultSkipped", "TreeResult", "Unmounted", "VaultDeleted", "Fork", "Vault", "Origin", "VaultSpace", "VaultList", "VaultSummary", "VaultMerge", "MergeApplied", "MergeConflict", "VersionInfo", "WriteResult"]
+__all__ = ["Document", "StreamOutput", "attr_name", "json_key", "SCHEMAS", "RUN_STATES", "RunState", "ERROR_KINDS", "ErrorKind", "ApplyNote", "ApplyResult", "ApplyEntry", "CatResult", "CheckpointDeleted", "CheckpointList", "CheckpointPruneResult", "CheckpointPruneResultKept", "Restored", "SavedCheckpoint", "ChmodResult", "Usage", "Quota", "Checkpoint", "Entry", "TreeNode", "Isolation", "CompactResult", "CompletionResult", "ContentDiff", "ContentDiffEntry", "DiffSummary", "CpResult", "Diff", "DiffEntry", "FsckResult", "GcResult", "HelpResult", "LnResult", "Listing", "McpResult", "MkdirResult", "Mount", "MountRecord", "Mounts", "MvResult", "PolicyCheck", "PolicyRequest", "Decision", "CommandDecision", "PolicyShowResult", "PolicyShowResultCategories", "PolicyShowResultRules", "PolicyShowResultVaultRules", "PolicyShowResultSandbox", "ApprovalResult", "Approval", "ProxyExecResult", "ProxyRequest", "ProxyResult", "StageTimes", "RunCheckpoint", "Change", "ChangeSummary", "RunError", "ProxyHistory", "HistoryRun", "RedoResult", "UndoResult", "QuotaResult", "RmResult", "Stat", "TransferResult", "TransferResultSkipped", "TreeResult", "Unmounted", "VaultDeleted", "Fork", "Vault", "Origin", "VaultSpace", "VaultSettings", "VaultList", "VaultSummary", "VaultMerge", "MergeApplied", "MergeConflict", "VersionInfo", "WriteResult"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,36 @@ class CheckpointList(Document):
 
     vault: str
     checkpoints: List[Checkpoint]
+
+
+@dataclass(frozen=True)
+class CheckpointPruneResult(Document):
+    """checkpoint prune: the checkpoints deleted (with --dry-run: that would be), oldest first, the ones kept and why, and what the compaction and garbage collection after it freed (zeros with --dry-run or when nothing was deleted).
+
+    Schema: docs/schema/checkpoint-prune.json
+    """
+
+    vault: str
+    dry_run: bool
+    deleted: List[str]
+    kept: List[CheckpointPruneResultKept]
+    layers_dropped: int
+    layers_merged: int
+    records: int
+    chunks_freed: int
+    bytes_freed: int
+    #: how much smaller the vault's file became: freed room given back to the host
+    bytes_reclaimed: int
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class CheckpointPruneResultKept(Document):
+    """Schema: docs/schema/checkpoint-prune.json#/properties/kept/items"""
+
+    name: str
+    #: fork: a fork stands on its layer; origin: the vault's origin records it; not_a_run: --runs-only; newest: among the newest --keep; recent: younger than --older-than
+    reason: Literal["fork", "origin", "not_a_run", "newest", "recent"]
 
 
 @dataclass(frozen=True)
@@ -669,6 +699,8 @@ class ProxyRequest(Document):
     env_keys: List[str]
     #: the approval id this run used
     approval: Optional[str]
+    #: --changes: full lists up to 10,000 changes (then result.changes_truncated), summary gives result.summary only, none takes no diff
+    changes: Literal["full", "summary", "none"]
     #: --isolate; an approval runs only with the same or a stricter one (off < auto < on)
     isolate: Optional[Literal["auto", "on", "off"]] = None
 
@@ -698,8 +730,13 @@ class ProxyResult(Document):
     stage_ms: StageTimes
     #: the checkpoint of the state just before the run; null when nothing ran or the run was read-only
     checkpoint: Optional[RunCheckpoint]
+    #: how many paths the run changed, also those cut from changes; 0 with --changes none
     changed_files: int
     changes: List[Change]
+    #: true when --changes full cut the list at 10,000 entries; changed_files and summary still count every change
+    changes_truncated: bool
+    #: every change of the run summed, from the change list's sizes (no file is read): an added path adds its size, a deleted one removes it, any other adds its growth or removes its shrinkage. Zeros when nothing ran; null with --changes none (no diff is taken)
+    summary: Optional[ChangeSummary]
     #: true when the summary paired deleted and added paths of one inode into renames
     renames_detected: bool
     decision: Decision
@@ -751,6 +788,22 @@ class Change(Document):
 
 
 @dataclass(frozen=True)
+class ChangeSummary(Document):
+    """every change of the run summed, from the change list's sizes (no file is read): an added path adds its size, a deleted one removes it, any other adds its growth or removes its shrinkage. Zeros when nothing ran; null with --changes none (no diff is taken)
+
+    Schema: docs/schema/proxy-exec.json#/properties/result/properties/summary
+    """
+
+    added: int
+    #: modified, mode_changed and type_changed paths
+    modified: int
+    deleted: int
+    renamed: int
+    bytes_added: int
+    bytes_removed: int
+
+
+@dataclass(frozen=True)
 class RunError(Document):
     """Schema: docs/schema/proxy-exec.json#/properties/result/properties/error"""
 
@@ -786,6 +839,23 @@ class HistoryRun(Document):
     changed_files: int
     duration_ms: float
     undone_by: Optional[str]
+
+
+@dataclass(frozen=True)
+class RedoResult(Document):
+    """avfs proxy redo: the run whose after state is the working state again, and the undo it took back.
+
+    Schema: docs/schema/proxy-redo.json
+    """
+
+    schema_version: Literal[1]
+    kind: Literal["proxy_redo_result"]
+    vault: str
+    run: str
+    #: the run's pre-run checkpoint; the working state is the state just after it (run:ID^after)
+    checkpoint: str
+    #: what had undone the run, as its record said ("undo of ID")
+    undone_by: str
 
 
 @dataclass(frozen=True)
@@ -956,6 +1026,8 @@ class Vault(Document):
     origin: Optional[Origin] = None
     #: vault info only: who needs the bytes of the vault's file. Chunk bytes are counted once, in the file that stores them (a fork's report leaves out its parent's).
     space: Optional[VaultSpace] = None
+    #: the vault's own options (avfs vault set), defaults filled in
+    settings: Optional[VaultSettings] = None
 
 
 @dataclass(frozen=True)
@@ -984,6 +1056,17 @@ class VaultSpace(Document):
     free_bytes: int
     #: what the vault's file takes on disk, side files included
     file_bytes: int
+
+
+@dataclass(frozen=True)
+class VaultSettings(Document):
+    """the vault's own options (avfs vault set), defaults filled in
+
+    Schema: docs/schema/vault-info.json#/properties/settings
+    """
+
+    #: how many proxy runs' checkpoints the vault keeps; each run prunes the oldest beyond it (0: all kept; default 50)
+    run_checkpoints: int
 
 
 @dataclass(frozen=True)
@@ -1083,6 +1166,7 @@ class WriteResult(Document):
 # node holds tree nodes).
 ApplyResult.nested = {"applied": ApplyEntry, "conflicts": ApplyNote, "skipped": ApplyNote}
 CheckpointList.nested = {"checkpoints": Checkpoint}
+CheckpointPruneResult.nested = {"kept": CheckpointPruneResultKept}
 TreeNode.nested = {"children": TreeNode}
 ContentDiff.nested = {"changes": ContentDiffEntry, "summary": DiffSummary}
 Diff.nested = {"changes": DiffEntry, "summary": DiffSummary}
@@ -1093,12 +1177,12 @@ Decision.nested = {"commands": CommandDecision}
 PolicyShowResult.nested = {"categories": PolicyShowResultCategories, "rules": PolicyShowResultRules, "vault_rules": PolicyShowResultVaultRules, "sandbox": PolicyShowResultSandbox}
 ApprovalResult.nested = {"approval": Approval}
 ProxyExecResult.nested = {"request": ProxyRequest, "result": ProxyResult}
-ProxyResult.nested = {"stage_ms": StageTimes, "checkpoint": RunCheckpoint, "changes": Change, "decision": Decision, "isolation": Isolation, "approval": Approval, "error": RunError}
+ProxyResult.nested = {"stage_ms": StageTimes, "checkpoint": RunCheckpoint, "changes": Change, "summary": ChangeSummary, "decision": Decision, "isolation": Isolation, "approval": Approval, "error": RunError}
 ProxyHistory.nested = {"runs": HistoryRun}
 QuotaResult.nested = {"quota": Quota, "usage": Usage}
 TransferResult.nested = {"skipped": TransferResultSkipped}
 TreeResult.nested = {"root": TreeNode}
-Vault.nested = {"usage": Usage, "quota": Quota, "origin": Origin, "space": VaultSpace}
+Vault.nested = {"usage": Usage, "quota": Quota, "origin": Origin, "space": VaultSpace, "settings": VaultSettings}
 VaultList.nested = {"vaults": VaultSummary}
 VaultMerge.nested = {"applied": MergeApplied, "conflicts": MergeConflict}
 
@@ -1209,6 +1293,7 @@ SCHEMAS: Dict[str, Type[Document]] = {
     "cat.json": CatResult,
     "checkpoint-delete.json": CheckpointDeleted,
     "checkpoint-list.json": CheckpointList,
+    "checkpoint-prune.json": CheckpointPruneResult,
     "checkpoint-restore.json": Restored,
     "checkpoint-save.json": SavedCheckpoint,
     "checkpoint.json": Checkpoint,
@@ -1233,6 +1318,7 @@ SCHEMAS: Dict[str, Type[Document]] = {
     "proxy-approval.json": ApprovalResult,
     "proxy-exec.json": ProxyExecResult,
     "proxy-history.json": ProxyHistory,
+    "proxy-redo.json": RedoResult,
     "proxy-undo.json": UndoResult,
     "quota.json": QuotaResult,
     "rm.json": RmResult,
