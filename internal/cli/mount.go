@@ -186,7 +186,7 @@ func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{pw}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Env = append(os.Environ(), "AVFS_HOME="+h.Dir)
+	cmd.Env = append(os.Environ(), h.Env()...)
 	if err := cmd.Start(); err != nil {
 		pw.Close()
 		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -72,7 +73,10 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 			_, err := a.startMount(ctx, h, m.Vault, m.Mountpoint, sa)
 			return err
 		},
-		Environ: append(os.Environ(), "AVFS_HOME="+h.Dir),
+		// Not the store's address: it may hold the database's password.
+		Environ: append(slices.DeleteFunc(os.Environ(), func(e string) bool {
+			return strings.HasPrefix(e, registry.StoreEnv+"=")
+		}), "AVFS_HOME="+h.Dir),
 	}, nil
 }
 

@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/kv/engines"
 	"github.com/agentvfs/agentvfs/internal/mount"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/registry"
@@ -596,7 +595,7 @@ func (rt *Runtime) mountAsync(ctx context.Context, req Request) <-chan mounted {
 // server opens it too: engines whose files are shared between processes
 // (SQLite) can; one that locks its file (bbolt) cannot.
 func (rt *Runtime) opensBeside(vault string) bool {
-	caps, err := engines.CapsOf(rt.Home.Path(vault))
+	caps, err := rt.Home.Caps(vault)
 	return err == nil && caps.SharedOpen
 }
 

@@ -16,6 +16,8 @@ type server struct {
 	caps    kv.Capabilities
 	create  func(addr, table string) (kv.Engine, error)
 	open    func(addr, table string) (kv.Engine, error)
+	remove  func(addr, table string) error
+	redact  func(addr string) string
 }
 
 // servers lists the server engines. Adding one means adding it here.
@@ -30,6 +32,8 @@ var servers = []server{
 		open: func(a, t string) (kv.Engine, error) {
 			return postgres.Open(a, &postgres.Options{Table: t})
 		},
+		remove: func(a, t string) error { return postgres.Drop(a, &postgres.Options{Table: t}) },
+		redact: postgres.Redact,
 	},
 }
 
@@ -49,6 +53,22 @@ func lookupAddress(addr string) (server, bool) {
 func IsAddress(s string) bool {
 	_, ok := lookupAddress(s)
 	return ok
+}
+
+// EngineAt names the engine of the stores at addr, and false when addr
+// is not the address of a known server engine.
+func EngineAt(addr string) (string, bool) {
+	s, ok := lookupAddress(addr)
+	return s.name, ok
+}
+
+// Redact is addr without its password, as output and messages name it.
+func Redact(addr string) string {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return errNotAddress(addr).scheme() + "://…"
+	}
+	return s.redact(addr)
 }
 
 // CreateAt makes store table at the server address addr. Its errors are
@@ -74,11 +94,25 @@ func OpenAt(addr, table string) (kv.Engine, error) {
 	return s.open(addr, table)
 }
 
+// RemoveAt removes store table at addr; a table that is not there is not
+// an error. Its other errors are OpenAt's.
+func RemoveAt(addr, table string) error {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return errNotAddress(addr)
+	}
+	return s.remove(addr, table)
+}
+
 type errNotAddress string
 
 func (e errNotAddress) Error() string {
 	// An address that is not one of ours may still hold a password: name
 	// its scheme only.
+	return "kv: " + e.scheme() + ": not the address of a known server engine (postgres://…)"
+}
+
+func (e errNotAddress) scheme() string {
 	scheme, _, _ := strings.Cut(string(e), ":")
-	return "kv: " + scheme + ": not the address of a known server engine (postgres://…)"
+	return scheme
 }

@@ -177,6 +177,17 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	return db, nil
 }
 
+// Redact is dsn as avfs names it in messages and output: its user, host,
+// port and database, never its password. A DSN that does not parse is
+// named by its scheme alone.
+func Redact(dsn string) string {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "postgres://(a DSN that does not parse)"
+	}
+	return redact(cfg)
+}
+
 // redact is the DSN's host, port, user and database: never its password.
 func redact(c *pgx.ConnConfig) string {
 	return fmt.Sprintf("postgres://%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
