@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -246,7 +247,8 @@ func (a *app) home() (*registry.Home, error) {
 	if store == "" {
 		store = a.env.Getenv(registry.StoreEnv)
 	}
-	h, err := registry.OpenWith(dir, registry.Options{Store: store})
+	ttl, _ := time.ParseDuration(a.env.Getenv(registry.LeaseTTLEnv))
+	h, err := registry.OpenWith(dir, registry.Options{Store: store, LeaseTTL: ttl})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -27,6 +28,9 @@ type Options struct {
 	// (postgres://…), shared by every home that names it. Empty: the
 	// store config.toml names, else a file per vault under vaults/.
 	Store string
+	// LeaseTTL is how long a writer's lease outlives its holder's last
+	// renewal (LeaseTTLEnv); the engine's default when zero.
+	LeaseTTL time.Duration
 }
 
 type config struct {

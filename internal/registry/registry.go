@@ -60,13 +60,26 @@ type Home struct {
 	Store string
 
 	place     place
-	storeAddr string // Store with its password, for child processes
+	storeAddr string        // Store with its password, for child processes
+	leaseTTL  time.Duration // of writers' leases; the engine's default when 0
 }
 
-// guard gives v the Home's WriteGuard for vault name.
+// guard gives v the Home's WriteGuard for vault name, and the writer
+// lease of a vault that hosts share, taken before its first change.
 func (h *Home) guard(name string, v *vfs.Vault) *vfs.Vault {
-	if h.WriteGuard != nil {
+	w := h.leaseFor(name, v)
+	switch {
+	case h.WriteGuard != nil && w != nil:
+		v.SetWriteGuard(func() error {
+			if err := h.WriteGuard(name); err != nil {
+				return err
+			}
+			return w.check()
+		})
+	case h.WriteGuard != nil:
 		v.SetWriteGuard(func() error { return h.WriteGuard(name) })
+	case w != nil:
+		v.SetWriteGuard(w.check)
 	}
 	return v
 }
@@ -92,7 +105,8 @@ func DefaultDir() (string, error) {
 // The home's vaults are in the store $AVFS_STORE names, else the one its
 // config.toml names, else in files (OpenWith).
 func Open(dir string) (*Home, error) {
-	return OpenWith(dir, Options{Store: os.Getenv(StoreEnv)})
+	ttl, _ := time.ParseDuration(os.Getenv(LeaseTTLEnv))
+	return OpenWith(dir, Options{Store: os.Getenv(StoreEnv), LeaseTTL: ttl})
 }
 
 // OpenWith is Open with the store given in opts (or none: then the one
@@ -109,7 +123,7 @@ func OpenWith(dir string, opts Options) (*Home, error) {
 	if err := ownDir(filepath.Join(abs, "vaults"), true); err != nil {
 		return nil, err
 	}
-	h := &Home{Dir: abs}
+	h := &Home{Dir: abs, leaseTTL: opts.LeaseTTL}
 	if h.place, err = placeOf(h, opts); err != nil {
 		return nil, err
 	}
@@ -236,7 +250,11 @@ func (h *Home) Create(name string, opts CreateOptions) (*vfs.Vault, error) {
 
 // create makes the store of vault name and lets fill initialise it.
 func (h *Home) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, error)) (*vfs.Vault, error) {
-	return h.place.create(name, engine, fill)
+	v, err := h.place.create(name, engine, fill)
+	if err != nil {
+		return nil, err
+	}
+	return h.guard(name, v), nil
 }
 
 // removeIncomplete removes vault file name if its creation never finished,
@@ -265,6 +283,22 @@ func (h *Home) Open(name string) (*vfs.Vault, error) {
 		}
 	}
 	return h.open(name, "")
+}
+
+// OpenFor opens vault name as Open does and, when write is set and hosts
+// share its store, takes its writer lease at once rather than at the first
+// change: a mount learns that another host writes the vault before it
+// serves anything. The lease is given back when the vault is closed.
+func (h *Home) OpenFor(name string, write bool) (*vfs.Vault, error) {
+	v, err := h.Open(name)
+	if err != nil || !write {
+		return v, err
+	}
+	if err := v.CheckWriter(); err != nil {
+		v.Close()
+		return nil, err
+	}
+	return v, nil
 }
 
 // open opens name and, when wantID is set, checks it is that vault.

@@ -90,6 +90,17 @@ func (db *DB) Lease(ctx context.Context, host string, pid int, ttl time.Duration
 	return l, nil
 }
 
+var _ kv.Leaser = (*DB)(nil)
+
+// LeaseWriter implements kv.Leaser with Lease.
+func (db *DB) LeaseWriter(ctx context.Context, host string, pid int, ttl time.Duration) (kv.Lease, error) {
+	l, err := db.Lease(ctx, host, pid, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
 func (l *Lease) heartbeat() {
 	defer l.done.Done()
 	t := time.NewTicker(l.ttl / 3)
