@@ -19,6 +19,11 @@ type Capabilities struct {
 	// SideFiles are the suffixes of the other files the engine makes
 	// beside the main file (locks, indexes): removed with it, not counted.
 	SideFiles []string
+	// SharedPrefix, when set, says that the keys under it are one space
+	// many stores share (a server engine's Shared): what a Scan of it sees
+	// is theirs too, and a key there must not be freed for being unused
+	// by this store alone.
+	SharedPrefix []byte
 }
 
 // Capable is implemented by engines that declare their capabilities.

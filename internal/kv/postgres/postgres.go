@@ -79,6 +79,9 @@ type Options struct {
 	ConnTimeout time.Duration
 	// MaxConns sizes the connection pool (pgxpool's default when zero).
 	MaxConns int32
+	// Shared, when set, keeps a range of keys in a table every store of
+	// the database naming it shares (shared.go).
+	Shared *Shared
 }
 
 var tableRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -117,6 +120,7 @@ type DB struct {
 	secret string // the password, scrubbed from every message
 	lockID int64  // the advisory lock of the table's writers
 	sql    statements
+	shared *shared // nil unless Options.Shared
 
 	mu      sync.Mutex
 	closed  bool
@@ -164,6 +168,9 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	h.Write([]byte("avfs:" + opts.Table))
 	db.lockID = int64(h.Sum64())
 	db.sql = newStatements(opts.Table)
+	if db.shared, err = newShared(opts.Shared); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.ConnTimeout+opts.LockTimeout)
 	defer cancel()
 	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
@@ -200,7 +207,13 @@ func (db *DB) Name() string { return Name }
 func (db *DB) Path() string { return db.where + "#" + db.opts.Table }
 
 // Capabilities implements kv.Capable.
-func (db *DB) Capabilities() kv.Capabilities { return Caps }
+func (db *DB) Capabilities() kv.Capabilities {
+	c := Caps
+	if db.shared != nil {
+		c.SharedPrefix = db.shared.prefix
+	}
+	return c
+}
 
 // Retries is how many Updates this engine has retried after a
 // serialization failure or deadlock.

@@ -109,7 +109,7 @@ func (t *tx) Get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	var v []byte
-	err := t.c.QueryRow(t.ctx, t.db.sql.get, key).Scan(&v)
+	err := t.c.QueryRow(t.ctx, t.db.stmts(key).get, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, kv.ErrNotFound
 	}
@@ -127,7 +127,7 @@ func (t *tx) Has(key []byte) (bool, error) {
 		return false, err
 	}
 	var one int
-	err := t.c.QueryRow(t.ctx, t.db.sql.has, key).Scan(&one)
+	err := t.c.QueryRow(t.ctx, t.db.stmts(key).has, key).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -144,9 +144,31 @@ func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) e
 	if end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	q, from, page := t.db.sql.scan, start, firstPage
+	if t.db.shared == nil {
+		_, err := t.scan(&t.db.sql, start, end, fn)
+		return err
+	}
+	// The shared keys are one contiguous range: the scan is the table's
+	// part below it, the shared table's part, and the table's part above,
+	// one after the other.
+	for _, r := range t.db.shared.split(start, end) {
+		sql := r.sql
+		if sql == nil {
+			sql = &t.db.sql
+		}
+		more, err := t.scan(sql, r.start, r.end, fn)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan is Scan on one table; it reports whether fn wants more.
+func (t *tx) scan(sql *statements, start, end []byte, fn func(key, value []byte) (bool, error)) (bool, error) {
+	q, from, page := sql.scan, start, firstPage
 	if end != nil {
-		q = t.db.sql.scanTo
+		q = sql.scanTo
 	}
 	t.scanning++
 	defer func() { t.scanning-- }()
@@ -157,14 +179,14 @@ func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) e
 		}
 		rows, err := t.c.Query(t.ctx, q, args...)
 		if err != nil {
-			return t.db.wrap("scan", err)
+			return false, t.db.wrap("scan", err)
 		}
 		var ks, vs [][]byte
 		for rows.Next() {
 			var k, v []byte
 			if err := rows.Scan(&k, &v); err != nil {
 				rows.Close()
-				return t.db.wrap("scan", err)
+				return false, t.db.wrap("scan", err)
 			}
 			if v == nil {
 				v = []byte{}
@@ -172,24 +194,24 @@ func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) e
 			ks, vs = append(ks, k), append(vs, v)
 		}
 		if err := rows.Err(); err != nil {
-			return t.db.wrap("scan", err)
+			return false, t.db.wrap("scan", err)
 		}
 		for i := range ks {
 			if t.done {
-				return errTxDone
+				return false, errTxDone
 			}
 			more, err := fn(ks[i], vs[i])
 			if err != nil || !more {
-				return err
+				return false, err
 			}
 		}
 		if len(ks) < page {
-			return nil
+			return true, nil
 		}
 		from = ks[len(ks)-1]
-		q = t.db.sql.next
+		q = sql.next
 		if end != nil {
-			q = t.db.sql.nextTo
+			q = sql.nextTo
 		}
 		page = min(page*4, maxPage)
 	}
@@ -214,14 +236,14 @@ func (t *tx) Put(key, value []byte) error {
 	if len(key) == 0 {
 		return kv.ErrEmptyKey
 	}
-	return t.queue(op{t.db.sql.put, []any{bytes.Clone(key), append(make([]byte, 0, len(value)), value...)}}, len(key)+len(value))
+	return t.queue(op{t.db.stmts(key).put, []any{bytes.Clone(key), append(make([]byte, 0, len(value)), value...)}}, len(key)+len(value))
 }
 
 func (t *tx) Delete(key []byte) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	return t.queue(op{t.db.sql.del, []any{bytes.Clone(key)}}, len(key))
+	return t.queue(op{t.db.stmts(key).del, []any{bytes.Clone(key)}}, len(key))
 }
 
 func (t *tx) queue(o op, n int) error {
