@@ -178,8 +178,15 @@ func Open(eng kv.Engine, opener Opener) (*Vault, error) {
 		b, err := kt.Get([]byte(headerKey))
 		if errors.Is(err, kv.ErrNotFound) {
 			empty := true
-			if err := kt.Scan(nil, nil, func(_, _ []byte) (bool, error) { empty = false; return false, nil }); err != nil {
-				return err
+			// Chunks of a shared space are other vaults' too.
+			ranges := [][2][]byte{{nil, nil}}
+			if sharesChunks(eng) {
+				ranges = [][2][]byte{{nil, ChunkPrefix}, {kv.PrefixEnd(ChunkPrefix), nil}}
+			}
+			for _, r := range ranges {
+				if err := kt.Scan(r[0], r[1], func(_, _ []byte) (bool, error) { empty = false; return false, nil }); err != nil {
+					return err
+				}
 			}
 			if empty {
 				return &errs.Error{Kind: errs.CorruptVault, Op: "vault open", Err: ErrIncomplete,

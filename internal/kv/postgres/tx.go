@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"bytes"
+	"encoding/binary"
 	"context"
 	"errors"
 	"fmt"
@@ -18,19 +19,30 @@ type statements struct {
 	get, has, put, del string
 	scan, scanTo       string // first page: k >= $1 (and k < $2)
 	next, nextTo       string // later pages: k > $1
+	// The scans again, returning each value's length (4 bytes, big
+	// endian) or nothing in place of the value.
+	sizes, keys *statements
 }
 
 func newStatements(table string) statements {
+	s := scanStatements(table, "v")
+	sizes, keys := scanStatements(table, "int4send(length(v))"), scanStatements(table, "''::bytea")
+	s.sizes, s.keys = &sizes, &keys
+	return s
+}
+
+func scanStatements(table, value string) statements {
 	t := `"` + table + `"`
+	sel := "SELECT k, " + value + " FROM " + t
 	return statements{
 		get:    "SELECT v FROM " + t + " WHERE k = $1",
 		has:    "SELECT 1 FROM " + t + " WHERE k = $1",
 		put:    "INSERT INTO " + t + " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
 		del:    "DELETE FROM " + t + " WHERE k = $1",
-		scan:   "SELECT k, v FROM " + t + " WHERE k >= $1 ORDER BY k LIMIT $2",
-		scanTo: "SELECT k, v FROM " + t + " WHERE k >= $1 AND k < $3 ORDER BY k LIMIT $2",
-		next:   "SELECT k, v FROM " + t + " WHERE k > $1 ORDER BY k LIMIT $2",
-		nextTo: "SELECT k, v FROM " + t + " WHERE k > $1 AND k < $3 ORDER BY k LIMIT $2",
+		scan:   sel + " WHERE k >= $1 ORDER BY k LIMIT $2",
+		scanTo: sel + " WHERE k >= $1 AND k < $3 ORDER BY k LIMIT $2",
+		next:   sel + " WHERE k > $1 ORDER BY k LIMIT $2",
+		nextTo: sel + " WHERE k > $1 AND k < $3 ORDER BY k LIMIT $2",
 	}
 }
 
@@ -135,6 +147,33 @@ func (t *tx) Has(key []byte) (bool, error) {
 }
 
 func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) error {
+	return t.scanWith(func(s *statements) *statements { return s }, start, end, fn)
+}
+
+var (
+	_ kv.SizeScanner = (*tx)(nil)
+	_ kv.KeyScanner  = (*tx)(nil)
+)
+
+// ScanSizes implements kv.SizeScanner: the values stay on the server.
+func (t *tx) ScanSizes(start, end []byte, fn func(key []byte, size int) (bool, error)) error {
+	return t.scanWith(func(s *statements) *statements { return s.sizes }, start, end, func(k, v []byte) (bool, error) {
+		if len(v) != 4 {
+			return false, fmt.Errorf("kv/postgres: a size of %d bytes: %w", len(v), kv.ErrCorrupt)
+		}
+		return fn(k, int(binary.BigEndian.Uint32(v)))
+	})
+}
+
+// ScanKeys implements kv.KeyScanner: the values stay on the server.
+func (t *tx) ScanKeys(start, end []byte, fn func(key []byte) (bool, error)) error {
+	return t.scanWith(func(s *statements) *statements { return s.keys }, start, end, func(k, _ []byte) (bool, error) {
+		return fn(k)
+	})
+}
+
+// scanWith is Scan with the statements pick chooses of each table's.
+func (t *tx) scanWith(pick func(*statements) *statements, start, end []byte, fn func(key, value []byte) (bool, error)) error {
 	if err := t.check(); err != nil {
 		return err
 	}
@@ -145,7 +184,7 @@ func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) e
 		return nil
 	}
 	if t.db.shared == nil {
-		_, err := t.scan(&t.db.sql, start, end, fn)
+		_, err := t.scan(pick(&t.db.sql), start, end, fn)
 		return err
 	}
 	// The shared keys are one contiguous range: the scan is the table's
@@ -156,7 +195,7 @@ func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) e
 		if sql == nil {
 			sql = &t.db.sql
 		}
-		more, err := t.scan(sql, r.start, r.end, fn)
+		more, err := t.scan(pick(sql), r.start, r.end, fn)
 		if err != nil || !more {
 			return err
 		}
