@@ -101,9 +101,9 @@ transaction. Commands that write, and mounts, run it on their own once
 enough room went into use since the last run; avfs gc runs it now.`,
 		Args: exactArgs(0),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
+			return a.withVault(func(h *registry.Home, v *vfs.Vault) (any, error) {
 				start := time.Now()
-				st, err := v.GC()
+				st, err := h.GC(v)
 				return gcResult{Vault: v.Name(), GCStats: st, DurationMS: ms(time.Since(start))}, err
 			})
 		}),

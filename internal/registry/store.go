@@ -33,6 +33,11 @@ type store struct {
 // catalogTable is the kv table of a store's catalog.
 const catalogTable = "avfs_registry"
 
+// chunks is the space where every vault of a store keeps its chunks
+// (vfs's shared chunk space): identical content is stored once for the
+// fleet, and a fork copies nothing.
+var chunks = engines.Shared{Prefix: vfs.ChunkPrefix, Space: "avfs_chunks"}
+
 type storeEntry struct {
 	Table   string `json:"table"`
 	VaultID string `json:"vault_id"`
@@ -127,7 +132,7 @@ func (s *store) open(name string) (kv.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engines.OpenAt(s.addr, e.Table)
+	return engines.OpenAt(s.addr, e.Table, chunks)
 }
 
 func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, error)) (*vfs.Vault, error) {
@@ -144,7 +149,7 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 	var id [12]byte
 	_, _ = rand.Read(id[:])
 	table := "v" + hex.EncodeToString(id[:])
-	eng, err := engines.CreateAt(s.addr, table)
+	eng, err := engines.CreateAt(s.addr, table, chunks)
 	if err != nil {
 		return nil, s.err("vault create", name, err)
 	}
