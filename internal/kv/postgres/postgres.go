@@ -114,16 +114,18 @@ func (o *Options) withDefaults() (Options, error) {
 
 // DB is a PostgreSQL-backed kv.Engine. It is safe for concurrent use.
 type DB struct {
-	pool   *pgxpool.Pool
-	opts   Options
-	where  string // the DSN without its password, for messages and Path
-	secret string // the password, scrubbed from every message
-	lockID int64  // the advisory lock of the table's writers
-	sql    statements
-	shared *shared // nil unless Options.Shared
+	pool    *pgxpool.Pool
+	poolKey string // of parked pools (pools.go)
+	opts    Options
+	where   string // the DSN without its password, for messages and Path
+	secret  string // the password, scrubbed from every message
+	lockID  int64  // the advisory lock of the table's writers
+	sql     statements
+	shared  *shared // nil unless Options.Shared
 
 	mu      sync.Mutex
 	closed  bool
+	leases  map[*Lease]bool // held, released by Close
 	running sync.WaitGroup
 
 	retries atomic.Int64
@@ -173,12 +175,13 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opts.ConnTimeout+opts.LockTimeout)
 	defer cancel()
-	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	db.poolKey = poolKey(dsn, opts)
+	db.pool, err = takePool(ctx, db.poolKey, cfg)
 	if err != nil {
 		return nil, db.wrap("connect", err)
 	}
 	if err := db.prepare(ctx, create); err != nil {
-		db.pool.Close()
+		db.pool.Close() // maybe the server's fault: not for the next engine
 		return nil, err
 	}
 	return db, nil
@@ -219,7 +222,8 @@ func (db *DB) Capabilities() kv.Capabilities {
 // serialization failure or deadlock.
 func (db *DB) Retries() int64 { return db.retries.Load() }
 
-// Close waits for running transactions and closes the pool.
+// Close waits for running transactions and gives the pool back, for the
+// next engine on the address (pools.go).
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.closed {
@@ -227,9 +231,18 @@ func (db *DB) Close() error {
 		return kv.ErrClosed
 	}
 	db.closed = true
+	held := make([]*Lease, 0, len(db.leases))
+	for l := range db.leases {
+		held = append(held, l)
+	}
 	db.mu.Unlock()
+	// A lease must not outlive its engine: its heartbeat would renew it
+	// through the parked pool for as long as the process lives.
+	for _, l := range held {
+		_ = l.Release()
+	}
 	db.running.Wait()
-	db.pool.Close()
+	parkPool(db.poolKey, db.pool)
 	return nil
 }
 
