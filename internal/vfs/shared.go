@@ -22,9 +22,10 @@ import (
 // vault frees no chunk (it still drops its unreachable layers), and the
 // chunks are collected by CollectShared over every vault of the space.
 // Its marker is the one-byte key "C", inside the space, and a write that
-// reuses a chunk deletes it as it deletes a vault's own marker; the
-// space's transactions are serializable, so a sweep step and such a write
-// that meet in the same chunk cannot both commit.
+// reuses a chunk deletes it as it deletes a vault's own marker. The
+// engine queues the writers of every vault of the space on one lock (and
+// its transactions are serializable besides), so a sweep step and such a
+// write follow each other as they do in one vault's file.
 
 // ChunkPrefix is the prefix of the chunk keys: the range an engine shares
 // to give vaults one chunk space.

@@ -166,13 +166,21 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
-	h := fnv.New64a()
-	h.Write([]byte("avfs:" + opts.Table))
-	db.lockID = int64(h.Sum64())
 	db.sql = newStatements(opts.Table)
 	if db.shared, err = newShared(opts.Shared); err != nil {
 		return nil, err
 	}
+	h := fnv.New64a()
+	if db.shared != nil {
+		// The writers of every store sharing the range queue on one
+		// lock: two of them storing the same new key at once would
+		// otherwise fail each other's serializable transactions, and a
+		// batch (a mount's) cannot be run again.
+		h.Write([]byte("avfs:shared:" + db.shared.table))
+	} else {
+		h.Write([]byte("avfs:" + opts.Table))
+	}
+	db.lockID = int64(h.Sum64())
 	ctx, cancel := context.WithTimeout(context.Background(), opts.ConnTimeout+opts.LockTimeout)
 	defer cancel()
 	db.poolKey = poolKey(dsn, opts)

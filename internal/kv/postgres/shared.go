@@ -16,6 +16,11 @@ import (
 // avfs keeps the chunks of every vault of a store there: identical
 // content is stored once, and a fork on another host copies nothing.
 //
+// The writers of all the stores sharing a table queue on one lock, as
+// one store's do: a writer holds the lock of every store of the space
+// (so a mount's batch, which holds it from its first step to its commit,
+// delays the writers of other vaults of the store by as long).
+//
 // What the store's Scans and Deletes see of the range is everyone's: a
 // caller must not treat a key there as its own to free (a collection
 // must consider every store that shares the table).

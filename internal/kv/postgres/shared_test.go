@@ -120,3 +120,53 @@ func TestSharedBetweenStores(t *testing.T) {
 		t.Errorf("after a was dropped, b scans %q: the shared table must stay", got)
 	}
 }
+
+// TestSharedConcurrentSameKey: the writers of two stores storing the same
+// new shared key at once, in batches (a mount's, which cannot be run
+// again), both commit: they queue on the space's lock instead of failing
+// each other's serializable transactions.
+func TestSharedConcurrentSameKey(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	var dbs []*postgres.DB
+	for _, table := range []string{"a", "b", "c", "d"} {
+		db, err := postgres.Create(dsn, &postgres.Options{Table: table, Shared: &postgres.Shared{Prefix: []byte("C"), Table: "chunks"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		dbs = append(dbs, db)
+	}
+	for round := range 20 {
+		key := []byte(fmt.Sprintf("C%02d", round))
+		errc := make(chan error, len(dbs))
+		for _, db := range dbs {
+			go func() {
+				b, err := db.Batch()
+				if err != nil {
+					errc <- err
+					return
+				}
+				err = b.Step(func(tx kv.Tx) error {
+					if _, err := tx.Get(key); err != nil && !errors.Is(err, kv.ErrNotFound) {
+						return err
+					}
+					if err := tx.Put(key, []byte("same")); err != nil {
+						return err
+					}
+					return tx.Put([]byte("own"), key)
+				})
+				if err != nil {
+					_ = b.Rollback()
+					errc <- err
+					return
+				}
+				errc <- b.Commit()
+			}()
+		}
+		for range dbs {
+			if err := <-errc; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
