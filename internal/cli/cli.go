@@ -151,7 +151,8 @@ func (a *app) newRoot() *cobra.Command {
 		Use:   "avfs",
 		Short: "Isolated, forkable, checkpointed workspaces for AI agents",
 		Long: `avfs keeps an agent's workspace in a vault: one database file under
-$AVFS_HOME/vaults (default ~/.avfs). Vaults fork and checkpoint in
+$AVFS_HOME/vaults (default ~/.avfs), or a table of a PostgreSQL store that
+many hosts share (--store, $AVFS_STORE). Vaults fork and checkpoint in
 milliseconds whatever their size; files inside are reached with the file
 commands, import and export, or a mount.
 
