@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
@@ -17,9 +18,9 @@ import (
 // range's bounds see both tables, in order, in one snapshot.
 func TestSharedConformance(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	n := 0
+	var next atomic.Int64 // the cases run in parallel
 	kvtest.Run(t, func(t *testing.T) kv.Engine {
-		n++
+		n := next.Add(1)
 		db, err := postgres.Create(dsn, &postgres.Options{Table: fmt.Sprintf("s%d", n),
 			Shared: &postgres.Shared{Prefix: []byte("b"), Table: fmt.Sprintf("sh%d", n)}})
 		if err != nil {
