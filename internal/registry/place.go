@@ -27,6 +27,8 @@ type place interface {
 	// open opens the store of vault name; its error wraps fs.ErrNotExist
 	// when there is no such vault, else it is the engine's.
 	open(name string) (kv.Engine, error)
+	// exists reports whether the place holds vault name, without opening it.
+	exists(name string) bool
 	// remove removes the store of vault name; a missing one is not an error.
 	remove(name string) error
 	// names lists the vault names the place holds, sorted.
@@ -59,6 +61,11 @@ func (f *files) engines() []string { return engines.Names() }
 func (f *files) caps(name string) (kv.Capabilities, error) { return engines.CapsOf(f.path(name)) }
 
 func (f *files) open(name string) (kv.Engine, error) { return engines.Open(f.path(name)) }
+
+func (f *files) exists(name string) bool {
+	_, err := os.Stat(f.path(name))
+	return err == nil
+}
 
 func (f *files) remove(name string) error { return engines.Remove(f.path(name)) }
 

@@ -188,18 +188,9 @@ func (h *Home) Env() []string {
 // (the address without its password, then "#" and the table).
 func (h *Home) Path(name string) string { return h.place.where(name) }
 
-// Exists reports whether the home has a vault called name.
-func (h *Home) Exists(name string) bool {
-	if CheckName(name) != nil {
-		return false
-	}
-	eng, err := h.place.open(name)
-	if err != nil {
-		return false
-	}
-	eng.Close()
-	return true
-}
+// Exists reports whether the home has a vault called name (a file of
+// that name, or the name in the store's catalog), without opening it.
+func (h *Home) Exists(name string) bool { return CheckName(name) == nil && h.place.exists(name) }
 
 // Caps are the capabilities of the engine holding vault name.
 func (h *Home) Caps(name string) (kv.Capabilities, error) { return h.place.caps(name) }

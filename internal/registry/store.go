@@ -127,6 +127,11 @@ func (s *store) caps(string) (kv.Capabilities, error) {
 	return c, nil
 }
 
+func (s *store) exists(name string) bool {
+	_, err := s.lookup(name)
+	return err == nil
+}
+
 func (s *store) open(name string) (kv.Engine, error) {
 	e, err := s.lookup(name)
 	if err != nil {
@@ -136,16 +141,23 @@ func (s *store) open(name string) (kv.Engine, error) {
 }
 
 func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, error)) (*vfs.Vault, error) {
-	if _, err := s.lookup(name); err == nil {
-		return nil, vaultExists(name)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, s.err("vault create", name, err)
-	}
 	cat, err := s.catalog(true)
 	if err != nil {
 		return nil, s.err("vault create", name, err)
 	}
 	defer cat.Close()
+	taken := false
+	err = cat.View(func(tx kv.Tx) error {
+		have, err := kv.Has(tx, catalogKey(name))
+		taken = have
+		return err
+	})
+	if err != nil {
+		return nil, s.err("vault create", name, err)
+	}
+	if taken {
+		return nil, vaultExists(name)
+	}
 	var id [12]byte
 	_, _ = rand.Read(id[:])
 	table := "v" + hex.EncodeToString(id[:])
@@ -160,7 +172,6 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 		return nil, err
 	}
 	entry, _ := json.Marshal(storeEntry{Table: table, VaultID: v.ID()})
-	taken := false
 	err = cat.Update(func(tx kv.Tx) error {
 		_, err := tx.Get(catalogKey(name))
 		switch {
