@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -60,4 +61,43 @@ func storeCond(cond string, store bool) (bool, error) {
 		return false, fmt.Errorf("unknown condition %q", cond)
 	}
 	return store, nil
+}
+
+// TestStorePasswordNeverPrinted: with the password in the store's
+// address, no output names it: vault info and list, mounts, errors, a
+// refused password given with --store.
+func TestStorePasswordNeverPrinted(t *testing.T) {
+	srv := pgtest.Get(t)
+	db, err := srv.CreateDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.DropDatabase(db) })
+	r := newRunner(t)
+	r.env["AVFS_STORE"] = srv.PasswordDSN(db, pgtest.Password)
+	var outs []string
+	run := func(wantCode int, args ...string) {
+		t.Helper()
+		code, out, errOut := r.run("", args...)
+		if code != wantCode {
+			t.Fatalf("avfs %v: exit %d, want %d\n%s%s", args, code, wantCode, out, errOut)
+		}
+		outs = append(outs, out+errOut)
+	}
+	run(0, "vault", "create", "v", "--use", "--json")
+	run(0, "write", "/f", "x", "--json")
+	run(0, "vault", "info", "--json")
+	run(0, "vault", "info")
+	run(0, "vault", "list", "--json")
+	run(0, "mounts", "--json")
+	run(3, "vault", "info", "absent", "--json")
+	run(1, "--store", srv.PasswordDSN(db, "wrong-"+pgtest.Password), "vault", "list", "--json")
+	for _, out := range outs {
+		if strings.Contains(out, pgtest.Password) {
+			t.Errorf("the password is printed:\n%s", out)
+		}
+	}
+	if !strings.Contains(outs[len(outs)-1], `"StoreUnavailable"`) {
+		t.Errorf("a refused password: %s", outs[len(outs)-1])
+	}
 }
