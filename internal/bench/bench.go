@@ -103,7 +103,7 @@ func Layers(cfg Config, engine string) error {
 	fmt.Fprintf(cfg.Out, "%-10s %-12s %-14s %-14s %-14s\n", "files", "data", "checkpoint", "restore", "fork")
 	var base [3]time.Duration
 	for i, n := range cfg.Counts {
-		home, err := registry.Open(filepath.Join(cfg.Dir, fmt.Sprintf("home-%s-%d", engine, n)))
+		home, err := registry.OpenWith(filepath.Join(cfg.Dir, fmt.Sprintf("home-%s-%d", engine, n)), registry.Options{})
 		if err != nil {
 			return err
 		}
@@ -170,11 +170,16 @@ func human(b int64) string {
 // directory of 1,000 entries, beside the same work on the native disk and
 // the reference implementation's published medians.
 func FileIO(cfg Config, engine string) error {
-	home, err := registry.Open(filepath.Join(cfg.Dir, "home-io-"+engine))
+	home, err := registry.OpenWith(filepath.Join(cfg.Dir, "home-io-"+engine), registry.Options{})
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(home.Dir)
+	return fileIO(cfg, home, engine, engine)
+}
+
+// fileIO is FileIO in home, labelled label.
+func fileIO(cfg Config, home *registry.Home, engine, label string) error {
 	v, err := home.Create("io", registry.CreateOptions{Engine: engine})
 	if err != nil {
 		return err
@@ -186,7 +191,7 @@ func FileIO(cfg Config, engine string) error {
 	}
 	defer os.RemoveAll(native)
 
-	fmt.Fprintf(cfg.Out, "\n== file I/O, engine %s (median of %d; native = same work on the native disk, with fsync for writes) ==\n", engine, cfg.Reps)
+	fmt.Fprintf(cfg.Out, "\n== file I/O, engine %s (median of %d; native = same work on the native disk, with fsync for writes) ==\n", label, cfg.Reps)
 	fmt.Fprintf(cfg.Out, "%-22s %-14s %-14s %-10s %s\n", "operation", "avfs", "native", "ratio", "reference")
 	reference := map[string]string{"write 1 MiB": "6.1 ms", "read 1 MiB": "0.215 ms", "list 1,000 entries": "0.474 ms"}
 	row := func(name string, a, n time.Duration) {

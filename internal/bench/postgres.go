@@ -1,57 +1,84 @@
 package bench
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
 	"github.com/agentvfs/agentvfs/internal/kv/postgres/pgtest"
-	"github.com/agentvfs/agentvfs/internal/vfs"
+	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
-// PostgresLayers measures fork, checkpoint save and restore on the
-// PostgreSQL engine, on a server of its own started as the tests start
-// theirs but with fsync on, over a Unix socket. Each vault is a table of
-// one database; a fork is a new table (a pool, a check of the store, a
-// CREATE TABLE) plus the fork's own O(1) writes. Without a server it
-// says why and measures nothing.
-func PostgresLayers(cfg Config) error {
+// Postgres runs the PostgreSQL sections on a server of its own, started
+// as the tests start theirs but with fsync on, over a Unix socket: layers
+// (fork, checkpoint save and restore through a home on the store), io
+// (file I/O in a store's vault, beside SQLite's section) and fleet (hosts
+// processes with homes of their own forking one base and running proxy
+// exec at once). Without a server it says why and measures nothing.
+func Postgres(cfg Config, sections map[string]bool, hosts int) error {
 	srv, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
-		fmt.Fprintf(cfg.Out, "\n== layers, engine postgres: skipped, no server: %v ==\n", err)
+		fmt.Fprintf(cfg.Out, "\n== postgres: skipped, no server: %v ==\n", err)
 		return nil
 	}
 	defer srv.Stop()
-	db, err := srv.CreateDatabase()
-	if err != nil {
-		return err
-	}
-	dsn := srv.DSN(db)
-	var opener vfs.Opener
-	opener = func(name, _ string) (*vfs.Vault, error) {
-		eng, err := engines.OpenAt(dsn, name)
+	store := func(label string) (*registry.Home, string, error) {
+		db, err := srv.CreateDatabase()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		v, err := vfs.Open(eng, opener)
-		if err != nil {
-			eng.Close()
-		}
-		return v, err
+		dsn := srv.DSN(db)
+		h, err := registry.OpenWith(filepath.Join(cfg.Dir, "home-pg-"+label), registry.Options{Store: dsn})
+		return h, dsn, err
 	}
+	if sections["layers"] {
+		h, dsn, err := store("layers")
+		if err != nil {
+			return err
+		}
+		if err := postgresLayers(cfg, h, dsn); err != nil {
+			return err
+		}
+	}
+	if sections["io"] {
+		h, _, err := store("io")
+		if err != nil {
+			return err
+		}
+		if err := fileIO(cfg, h, "", "postgres (a store over a Unix socket)"); err != nil {
+			return err
+		}
+	}
+	if sections["fleet"] {
+		_, dsn, err := store("fleet")
+		if err != nil {
+			return err
+		}
+		return Fleet(cfg, srv, dsn, hosts)
+	}
+	return nil
+}
+
+// postgresLayers measures fork, checkpoint save and restore of vaults in
+// a store, as a home sees them: a fork is a lookup in the store's catalog,
+// a new table, the fork's own O(1) writes and its name in the catalog.
+func postgresLayers(cfg Config, h *registry.Home, dsn string) error {
 	maxN := slices.Max(cfg.Counts)
 	fileSize := max(cfg.TotalBytes/int64(maxN), 1)
-	fmt.Fprintf(cfg.Out, "\n== layers, engine postgres over a Unix socket, fsync on (files of %d bytes; median of %d) ==\n", fileSize, cfg.Reps)
+	fmt.Fprintf(cfg.Out, "\n== layers, engine postgres: a store over a Unix socket, fsync on (files of %d bytes; median of %d) ==\n", fileSize, cfg.Reps)
 	fmt.Fprintf(cfg.Out, "%-10s %-12s %-12s %-18s %-18s %-18s %s\n", "files", "data", "populate", "checkpoint", "restore", "fork", "of which new table")
 	var base [3]time.Duration
 	for i, n := range cfg.Counts {
 		name := fmt.Sprintf("base%d", n)
-		eng, err := engines.CreateAt(dsn, name)
-		if err != nil {
-			return err
-		}
-		v, err := vfs.Create(eng, name, vfs.Quota{})
+		v, err := h.Create(name, registry.CreateOptions{})
 		if err != nil {
 			return err
 		}
@@ -67,17 +94,12 @@ func PostgresLayers(cfg Config) error {
 		if err != nil {
 			return err
 		}
+		v.Close()
 		f := 0
 		fork, err := median(cfg.Reps, func() error {
 			f++
-			child := fmt.Sprintf("fork%d_%d", n, f)
-			ceng, err := engines.CreateAt(dsn, child)
+			fv, err := h.Fork(name, fmt.Sprintf("fork%d_%d", n, f))
 			if err != nil {
-				return err
-			}
-			fv, err := v.Fork(ceng, child, opener)
-			if err != nil {
-				ceng.Close()
 				return err
 			}
 			return fv.Close()
@@ -85,8 +107,8 @@ func PostgresLayers(cfg Config) error {
 		if err != nil {
 			return err
 		}
-		// What a fork's new table costs alone: a pool, its first
-		// connection, the store's check, CREATE TABLE, a commit.
+		// What a fork's new table costs alone: the store's check,
+		// CREATE TABLE and a commit, on a warm pool.
 		table, err := median(cfg.Reps, func() error {
 			f++
 			e, err := engines.CreateAt(dsn, fmt.Sprintf("empty%d_%d", n, f))
@@ -98,7 +120,6 @@ func PostgresLayers(cfg Config) error {
 		if err != nil {
 			return err
 		}
-		v.Close()
 		got := [3]time.Duration{save, restore, fork}
 		if i == 0 {
 			base = got
@@ -111,4 +132,105 @@ func PostgresLayers(cfg Config) error {
 	}
 	fmt.Fprintln(cfg.Out, "target: under 20 ms at 100,000 files over a Unix socket")
 	return nil
+}
+
+// Fleet measures hosts processes of the avfs binary, each with a home of
+// its own on one store, each forking the same base vault (1,000 files)
+// and running proxy exec in it, all at once: the wall time of the round,
+// each host's fork and run, and the transactions the server saw fail to
+// serialize or deadlock (each one a retry of the engine), from its log.
+func Fleet(cfg Config, srv *pgtest.Server, dsn string, hosts int) error {
+	bin, err := avfsBinary()
+	if err != nil {
+		fmt.Fprintf(cfg.Out, "\n== fleet: skipped (%v) ==\n", err)
+		return nil
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		fmt.Fprintln(cfg.Out, "\n== fleet: skipped (needs root and /dev/fuse) ==")
+		return nil
+	}
+	h, err := registry.OpenWith(filepath.Join(cfg.Dir, "fleet-base"), registry.Options{Store: dsn})
+	if err != nil {
+		return err
+	}
+	v, err := h.Create("base", registry.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	if err := populate(v, 1000, 4096); err != nil {
+		return err
+	}
+	v.Close()
+	avfs := func(home string, args ...string) ([]byte, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "AVFS_HOME="+home, "AVFS_STORE="+dsn, "AVFS_VAULT=", "AVFS_PROXY_LINGER=0")
+		var errOut bytes.Buffer
+		cmd.Stderr = &errOut
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("avfs %v: %v: %s%s", args, err, out, errOut.Bytes())
+		}
+		return out, nil
+	}
+	logBefore, _ := srv.Log()
+	rounds := max(3, cfg.Reps/3)
+	var totals, forks, runs []time.Duration
+	for r := range rounds {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		start := time.Now()
+		for i := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				home := filepath.Join(cfg.Dir, fmt.Sprintf("fleet-host%d", i))
+				task := fmt.Sprintf("task-%d-%d", r, i)
+				t0 := time.Now()
+				_, err := avfs(home, "vault", "fork", "base", task)
+				t1 := time.Now()
+				var out []byte
+				if err == nil {
+					out, err = avfs(home, "--vault", task, "proxy", "exec", "--json", "--shell", "ls d00 | wc -l > count.txt")
+				}
+				if err == nil {
+					var e proxyEnvelope
+					if jerr := json.Unmarshal(out, &e); jerr != nil || e.Result.State != "completed" || e.Result.ExitCode == nil || *e.Result.ExitCode != 0 {
+						err = fmt.Errorf("host %d: proxy exec: %s", i, out)
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				forks = append(forks, t1.Sub(t0))
+				runs = append(runs, time.Since(t1))
+			}()
+		}
+		wg.Wait()
+		totals = append(totals, time.Since(start))
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+	}
+	logAfter, _ := srv.Log()
+	fresh := logAfter[min(len(logBefore), len(logAfter)):]
+	serial := bytes.Count(fresh, []byte("could not serialize access"))
+	deadlocks := bytes.Count(fresh, []byte("deadlock detected"))
+	busy := bytes.Count(fresh, []byte("lock timeout"))
+	fmt.Fprintf(cfg.Out, "\n== fleet: %d hosts (processes with homes of their own) on one store, each forking one base (1,000 files) and running proxy exec, at once; %d rounds ==\n", hosts, rounds)
+	fmt.Fprintf(cfg.Out, "%-28s %s\n", "round (all hosts)", spread(totals))
+	fmt.Fprintf(cfg.Out, "%-28s %s\n", "vault fork, per host", spread(forks))
+	fmt.Fprintf(cfg.Out, "%-28s %s\n", "proxy exec, per host", spread(runs))
+	fmt.Fprintf(cfg.Out, "%-28s %d serialization failures, %d deadlocks (each retried), %d lock timeouts\n", "retries (server log)", serial, deadlocks, busy)
+	return nil
+}
+
+// spread is the median and the range of ds.
+func spread(ds []time.Duration) string {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return fmt.Sprintf("median %s, range %s – %s (n=%d)", ms(medianOf(s)), ms(s[0]), ms(s[len(s)-1]), len(s))
 }

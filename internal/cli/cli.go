@@ -14,8 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
-	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -108,6 +107,7 @@ type app struct {
 	streamLines bool
 	vaultFlag   string
 	homeFlag    string
+	storeFlag   string
 	// homeWarned is set once the home's warnings are printed, so a
 	// command that opens the home twice says them once.
 	homeWarned bool
@@ -151,7 +151,8 @@ func (a *app) newRoot() *cobra.Command {
 		Use:   "avfs",
 		Short: "Isolated, forkable, checkpointed workspaces for AI agents",
 		Long: `avfs keeps an agent's workspace in a vault: one database file under
-$AVFS_HOME/vaults (default ~/.avfs). Vaults fork and checkpoint in
+$AVFS_HOME/vaults (default ~/.avfs), or a table of a PostgreSQL store that
+many hosts share (--store, $AVFS_STORE). Vaults fork and checkpoint in
 milliseconds whatever their size; files inside are reached with the file
 commands, import and export, or a mount.
 
@@ -183,6 +184,7 @@ docs/json-contract.md.`,
 	pf.BoolVar(&a.jsonOut, "json", a.jsonOut, "print exactly one JSON document on stdout")
 	pf.StringVar(&a.vaultFlag, "vault", "", "vault to work on (default $AVFS_VAULT, else the current vault)")
 	pf.StringVar(&a.homeFlag, "home", "", "avfs home directory (default $AVFS_HOME, else ~/.avfs)")
+	pf.StringVar(&a.storeFlag, "store", "", "store shared by homes that holds the vaults, postgres://… (default $AVFS_STORE, else store in $AVFS_HOME/config.toml, else files under $AVFS_HOME/vaults)")
 	_ = root.RegisterFlagCompletionFunc("vault", a.completeVaults)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErrorf("%v", err) })
 	defaultHelp := root.HelpFunc()
@@ -254,7 +256,12 @@ func (a *app) home() (*registry.Home, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := registry.Open(dir)
+	store := a.storeFlag
+	if store == "" {
+		store = a.env.Getenv(registry.StoreEnv)
+	}
+	ttl, _ := time.ParseDuration(a.env.Getenv(registry.LeaseTTLEnv))
+	h, err := registry.OpenWith(dir, registry.Options{Store: store, LeaseTTL: ttl})
 	if err != nil {
 		return nil, err
 	}
@@ -324,22 +331,8 @@ func (a *app) completeVaults(*cobra.Command, []string, string) ([]string, cobra.
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
-// vaultNames lists the names of the vault files of a home.
-func vaultNames(h *registry.Home) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(h.Dir, "vaults"))
-	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "vault list", Err: err}
-	}
-	var out []string
-	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), registry.Ext)
-		if ok && !e.IsDir() && registry.CheckName(name) == nil {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
+// vaultNames lists the names of the vaults of a home.
+func vaultNames(h *registry.Home) ([]string, error) { return h.Names() }
 
 // Argument checks. Their errors are usage errors (exit code 2).
 func noArgs(cmd *cobra.Command, args []string) error {

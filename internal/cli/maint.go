@@ -98,12 +98,15 @@ restore abandoned), free the file data no layer maps, then give the freed
 room back to the host where the engine can do it a piece at a time
 (SQLite). Writes go on beside it: it sweeps a few hundred chunks per
 transaction. Commands that write, and mounts, run it on their own once
-enough room went into use since the last run; avfs gc runs it now.`,
+enough room went into use since the last run; avfs gc runs it now.
+
+The vaults of a store share one chunk space: there gc frees the data that
+no vault of the store maps, and frees nothing if one cannot be read.`,
 		Args: exactArgs(0),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
+			return a.withVault(func(h *registry.Home, v *vfs.Vault) (any, error) {
 				start := time.Now()
-				st, err := v.GC()
+				st, err := h.GC(v)
 				return gcResult{Vault: v.Name(), GCStats: st, DurationMS: ms(time.Since(start))}, err
 			})
 		}),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -68,7 +69,10 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 		Home: h, Policy: p, Store: store, RunDir: runDir,
 		Bwrap:      func() (string, error) { return sandbox.Bwrap(a.env.Getenv) },
 		Transports: ts,
-		Environ:    append(os.Environ(), "AVFS_HOME="+h.Dir),
+		// Not the store's address: it may hold the database's password.
+		Environ: append(slices.DeleteFunc(os.Environ(), func(e string) bool {
+			return strings.HasPrefix(e, registry.StoreEnv+"=")
+		}), "AVFS_HOME="+h.Dir),
 	}, nil
 }
 

@@ -17,13 +17,14 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/kv/postgres/pgtest"
 	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
 // TestMain makes the test binary double as the avfs command, so scripts
 // run `avfs ...` as a real process.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(pgMain{m}, map[string]func(){
 		"avfs": func() {
 			code := Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 			if f := os.Getenv("AVFS_TEST_HWM"); f != "" {
@@ -32,6 +33,18 @@ func TestMain(m *testing.M) {
 			os.Exit(code)
 		},
 	})
+}
+
+// pgMain runs the tests under pgtest.Main, which stops the PostgreSQL
+// server the store tests started.
+type pgMain struct{ m *testing.M }
+
+func (p pgMain) Run() int {
+	code := pgtest.Main(p.m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	return code
 }
 
 // reportPeakMemory writes the process's peak resident memory (VmHWM, in
@@ -58,6 +71,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GORACE", "atexit_sleep_ms=0")
 			return nil
 		},
+		Condition: func(cond string) (bool, error) { return storeCond(cond, false) },
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"mkfile":   cmdMkfile,
 			"hardlink": cmdHardlink,

@@ -151,6 +151,9 @@ then writes the vault's changes since that checkpoint back into HOST_DIR.`,
 			if err != nil {
 				return nil, err
 			}
+			if !cmd.Flags().Changed("backend") {
+				backend = "" // the home's: a store's vaults are in its engine
+			}
 			v, err := h.Create(args[0], registry.CreateOptions{Engine: backend, Quota: q})
 			if err != nil {
 				return nil, err

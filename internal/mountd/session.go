@@ -223,7 +223,7 @@ func (s *Session) mount() error {
 		IdleTimeoutMS: o.IdleTimeout.Milliseconds(), Transport: mountrec.FUSE}); err != nil {
 		return err
 	}
-	if s.v, err = o.Home.Open(o.Vault); err != nil {
+	if s.v, err = o.Home.OpenFor(o.Vault, !o.ReadOnly); err != nil {
 		return err
 	}
 	logw := o.Log

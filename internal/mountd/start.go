@@ -80,7 +80,7 @@ func Start(ctx context.Context, exe string, r Request) (int, error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{pw}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Env = append(os.Environ(), "AVFS_HOME="+h.Dir)
+	cmd.Env = append(os.Environ(), h.Env()...)
 	if err := cmd.Start(); err != nil {
 		pw.Close()
 		return 0, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}

@@ -24,7 +24,7 @@ func (rt *Runtime) request(req *Request, now time.Time) (*Envelope, *Envelope, e
 	if err := registry.CheckName(req.Vault); err != nil {
 		return nil, nil, err
 	}
-	if _, err := os.Stat(rt.Home.Path(req.Vault)); err != nil {
+	if !rt.Home.Exists(req.Vault) {
 		return nil, nil, &errs.Error{Kind: errs.VaultNotFound, Op: "proxy exec", Vault: req.Vault, Err: fmt.Errorf("no vault named %q", req.Vault)}
 	}
 	var approved *Envelope

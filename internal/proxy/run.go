@@ -33,7 +33,6 @@ import (
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/kv/engines"
 	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/policy"
@@ -590,7 +589,7 @@ func (rt *Runtime) transportOf(mnt string) string {
 // server opens it too: engines whose files are shared between processes
 // (SQLite) can; one that locks its file (bbolt) cannot.
 func (rt *Runtime) opensBeside(vault string) bool {
-	caps, err := engines.CapsOf(rt.Home.Path(vault))
+	caps, err := rt.Home.Caps(vault)
 	return err == nil && caps.SharedOpen
 }
 

@@ -1,8 +1,9 @@
 // Package registry keeps the vaults of one avfs home: the directory
-// $AVFS_HOME (default ~/.avfs) with a file per vault under vaults/ and a
-// pointer to the current vault. It validates names, creates vault files
-// atomically, opens forks together with their parents, and refuses to
-// delete a vault that other vaults stand on.
+// $AVFS_HOME (default ~/.avfs) with a file per vault under vaults/, or a
+// store many homes share (a database named by AVFS_STORE: store.go), and
+// a pointer to the current vault, which stays per home. It validates
+// names, creates vaults atomically, opens forks together with their
+// parents, and refuses to delete a vault that other vaults stand on.
 package registry
 
 import (
@@ -20,7 +21,6 @@ import (
 	"github.com/agentvfs/agentvfs/internal/atomicfile"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
-	"github.com/agentvfs/agentvfs/internal/kv/engines"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -55,12 +55,31 @@ type Home struct {
 	// Warnings are what Open noticed about the home that the user should
 	// hear of but that does not stop it (a home others can write to).
 	Warnings []string
+	// Store names the store holding the home's vaults, without its
+	// password; empty when they are files under vaults/.
+	Store string
+
+	place     place
+	storeAddr string        // Store with its password, for child processes
+	leaseTTL  time.Duration // of writers' leases; the engine's default when 0
 }
 
-// guard gives v the Home's WriteGuard for vault name.
+// guard gives v the Home's WriteGuard for vault name, and the writer
+// lease of a vault that hosts share, taken before its first change.
 func (h *Home) guard(name string, v *vfs.Vault) *vfs.Vault {
-	if h.WriteGuard != nil {
+	w := h.leaseFor(name, v)
+	switch {
+	case h.WriteGuard != nil && w != nil:
+		v.SetWriteGuard(func() error {
+			if err := h.WriteGuard(name); err != nil {
+				return err
+			}
+			return w.check()
+		})
+	case h.WriteGuard != nil:
 		v.SetWriteGuard(func() error { return h.WriteGuard(name) })
+	case w != nil:
+		v.SetWriteGuard(w.check)
 	}
 	return v
 }
@@ -82,7 +101,18 @@ func DefaultDir() (string, error) {
 // A directory that already exists keeps its mode: it is the user's, maybe
 // shared on purpose (as root, AVFS_HOME=/tmp must not take /tmp from
 // everyone). Home.Warnings says when others can write to it.
+//
+// The home's vaults are in the store $AVFS_STORE names, else the one its
+// config.toml names, else in files (OpenWith).
 func Open(dir string) (*Home, error) {
+	ttl, _ := time.ParseDuration(os.Getenv(LeaseTTLEnv))
+	return OpenWith(dir, Options{Store: os.Getenv(StoreEnv), LeaseTTL: ttl})
+}
+
+// OpenWith is Open with the store given in opts (or none: then the one
+// config.toml names, else files). A store's address is checked here, but
+// the store is reached only by the first call that needs it.
+func OpenWith(dir string, opts Options) (*Home, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "home", Path: dir, Err: err}
@@ -93,7 +123,10 @@ func Open(dir string) (*Home, error) {
 	if err := ownDir(filepath.Join(abs, "vaults"), true); err != nil {
 		return nil, err
 	}
-	h := &Home{Dir: abs}
+	h := &Home{Dir: abs, leaseTTL: opts.LeaseTTL}
+	if h.place, err = placeOf(h, opts); err != nil {
+		return nil, err
+	}
 	if fi, err := os.Stat(abs); err == nil && fi.Mode().Perm()&0o002 != 0 {
 		h.Warnings = append(h.Warnings, fmt.Sprintf("home %s is writable by others (mode %04o): "+
 			"anyone can add or rename files beside your vaults; use a directory only you can write",
@@ -139,15 +172,33 @@ func stickyBit(m os.FileMode) uint32 {
 	return 0
 }
 
-// Path is the file of vault name.
-func (h *Home) Path(name string) string {
-	return filepath.Join(h.Dir, "vaults", name+Ext)
+// Env is what a child avfs needs in its environment to open this home as
+// this process does: AVFS_HOME, and AVFS_STORE when the vaults are in a
+// store (with its password: an environment is not printed, a command
+// line is).
+func (h *Home) Env() []string {
+	env := []string{"AVFS_HOME=" + h.Dir}
+	if h.storeAddr != "" {
+		env = append(env, StoreEnv+"="+h.storeAddr)
+	}
+	return env
 }
 
-func (h *Home) exists(name string) bool {
-	_, err := os.Stat(h.Path(name))
-	return err == nil
-}
+// Path is where vault name is kept: its file, or its table in the store
+// (the address without its password, then "#" and the table).
+func (h *Home) Path(name string) string { return h.place.where(name) }
+
+// Exists reports whether the home has a vault called name (a file of
+// that name, or the name in the store's catalog), without opening it.
+func (h *Home) Exists(name string) bool { return CheckName(name) == nil && h.place.exists(name) }
+
+// Caps are the capabilities of the engine holding vault name.
+func (h *Home) Caps(name string) (kv.Capabilities, error) { return h.place.caps(name) }
+
+// Names lists the names of the home's vaults, sorted, without opening them.
+func (h *Home) Names() ([]string, error) { return h.place.names() }
+
+func (h *Home) exists(name string) bool { return h.Exists(name) }
 
 func notFound(name string) error {
 	return &errs.Error{Kind: errs.VaultNotFound, Vault: name, Err: fmt.Errorf("no vault named %q", name),
@@ -175,11 +226,11 @@ func (h *Home) Create(name string, opts CreateOptions) (*vfs.Vault, error) {
 		return nil, err
 	}
 	if opts.Engine == "" {
-		opts.Engine = engines.Default
+		opts.Engine = h.place.defaultEngine()
 	}
-	if !slices.Contains(engines.Names(), opts.Engine) {
+	if have := h.place.engines(); !slices.Contains(have, opts.Engine) {
 		return nil, &errs.Error{Kind: errs.InvalidInput, Op: "vault create", Vault: name,
-			Err: fmt.Errorf("unknown backend %q (have %s)", opts.Engine, strings.Join(engines.Names(), ", "))}
+			Err: fmt.Errorf("unknown backend %q (have %s)", opts.Engine, strings.Join(have, ", "))}
 	}
 	if err := opts.Quota.Check(); err != nil {
 		return nil, err
@@ -189,59 +240,23 @@ func (h *Home) Create(name string, opts CreateOptions) (*vfs.Vault, error) {
 	})
 }
 
-// create makes the engine file of vault name and lets fill initialise it.
-// Creations hold the home's creation lock, so a file found empty while
-// holding it was left by a creator that died, never by one at work.
+// create makes the store of vault name and lets fill initialise it.
 func (h *Home) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, error)) (*vfs.Vault, error) {
-	unlock, err := h.lockCreate()
+	v, err := h.place.create(name, engine, fill)
 	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	path := h.Path(name)
-	eng, err := engines.Create(path, engine)
-	if errors.Is(err, fs.ErrExist) && h.removeIncomplete(name) {
-		eng, err = engines.Create(path, engine)
-	}
-	if errors.Is(err, fs.ErrExist) {
-		return nil, vaultExists(name)
-	}
-	if err != nil {
-		return nil, &errs.Error{Kind: errs.StorageError, Op: "vault create", Vault: name, Err: err}
-	}
-	v, err := fill(eng)
-	if err != nil {
-		eng.Close()
-		_ = removeVaultFiles(path)
 		return nil, err
 	}
 	// The first vault of a home with no current vault becomes current, so
-	// a newcomer's next command needs no --vault. Under the creation lock,
-	// two first creators cannot both win.
+	// a newcomer's next command needs no --vault. Two first creators at
+	// once may both set it; one of them ends current.
 	if _, err := h.Current(); err != nil {
 		if err := h.Use(name); err != nil {
 			v.Close()
-			_ = removeVaultFiles(path)
+			_ = h.place.remove(name)
 			return nil, err
 		}
 	}
-	return v, nil
-}
-
-// lockCreate takes the home's creation lock (an flock on $AVFS_HOME/.lock,
-// released by the kernel if the process dies).
-func (h *Home) lockCreate() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(h.Dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "vault create", Err: err}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, &errs.Error{Kind: errs.IoError, Op: "vault create", Err: err}
-	}
-	// Unlock explicitly: a child forked meanwhile holds the same open file
-	// until it execs, and Close alone would leave the lock to that copy.
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return h.guard(name, v), nil
 }
 
 // removeIncomplete removes vault file name if its creation never finished,
@@ -255,11 +270,8 @@ func (h *Home) removeIncomplete(name string) bool {
 	if !errors.Is(err, vfs.ErrIncomplete) {
 		return false
 	}
-	return removeVaultFiles(h.Path(name)) == nil
+	return h.place.remove(name) == nil
 }
-
-// removeVaultFiles removes a vault file and the engine's side files.
-func removeVaultFiles(path string) error { return engines.Remove(path) }
 
 // Open opens vault name. A fork's parents are opened with it (without
 // BeforeOpen: a fork reads only their frozen layers).
@@ -275,23 +287,38 @@ func (h *Home) Open(name string) (*vfs.Vault, error) {
 	return h.open(name, "")
 }
 
+// OpenFor opens vault name as Open does and, when write is set and hosts
+// share its store, takes its writer lease at once rather than at the first
+// change: a mount learns that another host writes the vault before it
+// serves anything. The lease is given back when the vault is closed.
+func (h *Home) OpenFor(name string, write bool) (*vfs.Vault, error) {
+	v, err := h.Open(name)
+	if err != nil || !write {
+		return v, err
+	}
+	if err := v.CheckWriter(); err != nil {
+		v.Close()
+		return nil, err
+	}
+	return v, nil
+}
+
 // open opens name and, when wantID is set, checks it is that vault.
 func (h *Home) open(name, wantID string) (*vfs.Vault, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	path := h.Path(name)
 	if h.WriteGuard != nil {
 		// An engine that locks its file to one process (bbolt) could
 		// only time out beside a mount's server. Say who holds the
 		// vault at once instead.
-		if caps, err := engines.CapsOf(path); err == nil && !caps.SharedOpen {
+		if caps, err := h.place.caps(name); err == nil && !caps.SharedOpen {
 			if err := h.WriteGuard(name); err != nil {
 				return nil, err
 			}
 		}
 	}
-	eng, err := engines.Open(path)
+	eng, err := h.place.open(name)
 	if err != nil {
 		return nil, h.openErr(name, err)
 	}
@@ -324,15 +351,23 @@ func (h *Home) opener(name string) vfs.Opener {
 }
 
 func (h *Home) openErr(name string, err error) error {
-	path := h.Path(name)
+	var e *errs.Error
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return notFound(name)
-	case errors.Is(err, kv.ErrForeign):
-		return &errs.Error{Kind: errs.CorruptVault, Op: "vault open", Vault: name, Path: path, Err: err,
-			Hint: "this file is not an avfs vault"}
+	case errors.As(err, &e):
+		return err
 	}
-	return &errs.Error{Kind: errs.KindOf(wrapEngineErr(err)), Op: "vault open", Vault: name, Path: path, Err: err}
+	path := h.Path(name)
+	hint := ""
+	switch {
+	case h.Store != "":
+		return &errs.Error{Kind: errs.KindOf(wrapEngineErr(err)), Op: "vault open", Vault: name, Path: path, Err: err,
+			Hint: storeHint(err)}
+	case errors.Is(err, kv.ErrForeign):
+		hint = "this file is not an avfs vault"
+	}
+	return &errs.Error{Kind: errs.KindOf(wrapEngineErr(err)), Op: "vault open", Vault: name, Path: path, Err: err, Hint: hint}
 }
 
 func wrapEngineErr(err error) error {
@@ -396,16 +431,12 @@ func (h *Home) Describe(v *vfs.Vault) (Info, error) {
 // List describes every vault of the home, sorted by name. Files that are
 // not vaults are skipped.
 func (h *Home) List() ([]Info, error) {
-	entries, err := os.ReadDir(filepath.Join(h.Dir, "vaults"))
+	names, err := h.place.names()
 	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "vault list", Err: err}
+		return nil, err
 	}
 	var out []Info
-	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), Ext)
-		if !ok || CheckName(name) != nil || e.IsDir() {
-			continue
-		}
+	for _, name := range names {
 		v, err := h.openAlone(name)
 		if err != nil {
 			return nil, err
@@ -422,7 +453,7 @@ func (h *Home) List() ([]Info, error) {
 
 // openAlone opens a vault without its parents, for reading its own records.
 func (h *Home) openAlone(name string) (*vfs.Vault, error) {
-	eng, err := engines.Open(h.Path(name))
+	eng, err := h.place.open(name)
 	if err != nil {
 		return nil, h.openErr(name, err)
 	}
@@ -478,7 +509,7 @@ func (h *Home) Delete(name string) error {
 			Hint:  "delete the forks first",
 			Extra: map[string]any{"forks": forks}}
 	}
-	if err := removeVaultFiles(h.Path(name)); err != nil {
+	if err := h.place.remove(name); err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "vault delete", Vault: name, Err: err}
 	}
 	if cur, _ := h.Current(); cur == name {
@@ -497,14 +528,13 @@ func (h *Home) Delete(name string) error {
 
 // childrenOf returns the vaults whose fork base names vault name.
 func (h *Home) childrenOf(name string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(h.Dir, "vaults"))
+	names, err := h.place.names()
 	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "vault list", Err: err}
+		return nil, err
 	}
 	var out []string
-	for _, e := range entries {
-		other, ok := strings.CutSuffix(e.Name(), Ext)
-		if !ok || other == name || CheckName(other) != nil {
+	for _, other := range names {
+		if other == name {
 			continue
 		}
 		v, err := h.openAlone(other)
@@ -559,7 +589,7 @@ func (h *Home) Compact(name string) (vfs.CompactStats, vfs.GCStats, error) {
 	if err != nil {
 		return cs, vfs.GCStats{}, err
 	}
-	gs, err := v.GC()
+	gs, err := h.GC(v)
 	if err != nil {
 		return cs, gs, err
 	}

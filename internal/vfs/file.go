@@ -305,6 +305,11 @@ func (t *Tx) storeChunk(sum, data []byte) (bool, error) {
 		return false, err
 	}
 	if have {
+		if t.v.sharesChunks() {
+			if err := noteSharedReuse(t.own()); err != nil {
+				return false, err
+			}
+		}
 		return false, noteChunkReuse(t.own())
 	}
 	return true, t.own().Put(ck, data)

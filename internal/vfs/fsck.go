@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,7 +41,7 @@ func (v *Vault) Fsck() (*FsckReport, error) {
 	r := &FsckReport{Problems: []string{}}
 	var named []Checkpoint
 	err := v.eng.View(func(kt kv.Tx) error {
-		if err := fsckStore(kt, r); err != nil {
+		if err := fsckStore(kt, v.sharesChunks(), r); err != nil {
 			return err
 		}
 		cps, err := listCheckpoints(kt)
@@ -87,7 +88,7 @@ func listCheckpoints(kt kv.Tx) ([]Checkpoint, error) {
 }
 
 // fsckStore checks the records of the file itself.
-func fsckStore(kt kv.Tx, r *FsckReport) error {
+func fsckStore(kt kv.Tx, shared bool, r *FsckReport) error {
 	layers := map[uint64]*layerRecord{}
 	lp := []byte{prefixLayer}
 	err := kt.Scan(lp, kv.PrefixEnd(lp), func(k, b []byte) (bool, error) {
@@ -157,11 +158,11 @@ func fsckStore(kt kv.Tx, r *FsckReport) error {
 			r.addf("fork %q pins layer %d, which is missing or not frozen", p.Name, p.Layer)
 		}
 	}
-	return fsckRecords(kt, layers, r)
+	return fsckRecords(kt, layers, shared, r)
 }
 
 // fsckRecords checks versioned records against the journal, and chunks.
-func fsckRecords(kt kv.Tx, layers map[uint64]*layerRecord, r *FsckReport) error {
+func fsckRecords(kt kv.Tx, layers map[uint64]*layerRecord, shared bool, r *FsckReport) error {
 	journal := map[string]bool{}
 	jp := []byte{prefixJournal}
 	err := kt.Scan(jp, kv.PrefixEnd(jp), func(k, _ []byte) (bool, error) {
@@ -208,8 +209,7 @@ func fsckRecords(kt kv.Tx, layers map[uint64]*layerRecord, r *FsckReport) error 
 	for k := range journal {
 		r.addf("journal entry %x has no record", k)
 	}
-	cp := []byte{prefixChunk}
-	err = kt.Scan(cp, kv.PrefixEnd(cp), func(k, v []byte) (bool, error) {
+	check := func(k, v []byte) (bool, error) {
 		r.Chunks++
 		sum := sha256.Sum256(v)
 		if !bytes.Equal(sum[:], k[1:]) {
@@ -217,9 +217,25 @@ func fsckRecords(kt kv.Tx, layers map[uint64]*layerRecord, r *FsckReport) error 
 		}
 		delete(refs, string(k[1:]))
 		return true, nil
-	})
-	if err != nil {
-		return err
+	}
+	if shared {
+		// The space holds every vault's chunks: check this one's.
+		for sum := range refs {
+			k := chunkKey([]byte(sum))
+			v, err := kt.Get(k)
+			if errors.Is(err, kv.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			_, _ = check(k, v)
+		}
+	} else {
+		cp := []byte{prefixChunk}
+		if err := kt.Scan(cp, kv.PrefixEnd(cp), check); err != nil {
+			return err
+		}
 	}
 	for sum := range refs {
 		r.addf("chunk %x is referenced but missing", []byte(sum)[:8])

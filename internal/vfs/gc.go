@@ -316,7 +316,8 @@ const gcRetries = 3
 
 // GC drops the layers no state reaches (working states a restore
 // abandoned, checkpoints deleted before their layers were merged), frees
-// the chunks no chunk map of this file names, then gives the freed room
+// the chunks no chunk map of this file names (none when the vault shares
+// a chunk space with others: CollectShared frees those), then gives the freed room
 // back to the host where the engine can do it a piece at a time. No step
 // holds the write lock for long: writers go on beside it.
 func (v *Vault) GC() (GCStats, error) {
@@ -338,6 +339,11 @@ func (v *Vault) gc() (GCStats, error) {
 	var st GCStats
 	if err := v.dropUnreachable(&st); err != nil {
 		return st, storageErr("gc", v.Name(), err)
+	}
+	if v.sharesChunks() {
+		// Other vaults' chunk maps name chunks of the space too: only
+		// CollectShared, over all of them, can tell one is dead.
+		return st, nil
 	}
 	for range gcRetries {
 		s, raced, err := v.collect()

@@ -34,9 +34,9 @@ import (
 // notes it.
 
 func TestModel(t *testing.T) {
-	for _, engine := range []string{"mem", "sqlite", "postgres"} {
+	for _, engine := range []string{"mem", "sqlite", "postgres", "store"} {
 		t.Run(engine, func(t *testing.T) {
-			checks := map[string]int{"mem": 200, "sqlite": 40, "postgres": 20}[engine]
+			checks := map[string]int{"mem": 200, "sqlite": 40, "postgres": 20, "store": 15}[engine]
 			setRapidChecks(t, checks)
 			root := t.TempDir()
 			rapid.Check(t, func(rt *rapid.T) {
@@ -101,8 +101,9 @@ func newModelRun(t *rapid.T, engine, tmpRoot string) *modelRun {
 		mv.eng = engines.NewMemory()
 		mv.v, err = vfs.Create(mv.eng, mv.name, vfs.Quota{})
 	case "postgres":
-		// One vault on its own engine, as the memory one: forks need a
-		// home, which a PostgreSQL store does not have yet.
+		// One vault on its own engine, as the memory one; "store" runs
+		// the vaults of a home in a store, forks and the shared chunk
+		// space included.
 		var db *postgres.DB
 		if db, err = postgres.Create(pgtest.DSN(t), nil); err == nil {
 			mv.eng = db
@@ -115,8 +116,13 @@ func newModelRun(t *rapid.T, engine, tmpRoot string) *modelRun {
 			t.Fatal(derr)
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
-		if r.home, err = registry.Open(dir); err == nil {
-			mv.v, err = r.home.Create(mv.name, registry.CreateOptions{Engine: engine})
+		var opts registry.Options
+		create := registry.CreateOptions{Engine: engine}
+		if engine == "store" {
+			opts.Store, create.Engine = pgtest.DSN(t), "" // the store's engine
+		}
+		if r.home, err = registry.OpenWith(dir, opts); err == nil {
+			mv.v, err = r.home.Create(mv.name, create)
 		}
 	}
 	if err != nil {
@@ -141,7 +147,7 @@ func (r *modelRun) run() {
 	if r.home != nil {
 		actions = append(actions, "fork", "fork", "delete-vault")
 	}
-	steps := rapid.IntRange(1, map[string]int{"mem": 60, "sqlite": 40, "postgres": 40}[r.engine]).Draw(t, "steps")
+	steps := rapid.IntRange(1, map[string]int{"mem": 60, "sqlite": 40, "postgres": 40, "store": 40}[r.engine]).Draw(t, "steps")
 	for range steps {
 		switch a := rapid.SampledFrom(actions).Draw(t, "action"); a {
 		case "op":
@@ -311,7 +317,12 @@ func (r *modelRun) compact() {
 	if err != nil {
 		t.Fatalf("compact: %v", err)
 	}
-	gs, err := mv.v.GC()
+	var gs vfs.GCStats
+	if r.home != nil {
+		gs, err = r.home.GC(mv.v) // in a store: every vault's chunks
+	} else {
+		gs, err = mv.v.GC()
+	}
 	t.Logf("%s: compact+gc => %+v %+v %v", mv.name, cs, gs, err)
 	if err != nil {
 		t.Fatalf("gc: %v", err)

@@ -89,6 +89,31 @@ func (v *Vault) Space() (SpaceReport, error) {
 			return err
 		}
 		cp := []byte{prefixChunk}
+		if v.sharesChunks() {
+			// The space holds every vault's chunks: weigh this one's;
+			// what no vault names is the space's garbage, not its.
+			weigh := func(sum [sha256.Size]byte, into *int64) error {
+				k := chunkKey(sum[:])
+				return kv.ScanSizes(kt, k, append(k, 0), func(_ []byte, n int) (bool, error) {
+					*into += int64(n)
+					return false, nil
+				})
+			}
+			for sum := range live {
+				if err := weigh(sum, &r.LiveBytes); err != nil {
+					return err
+				}
+			}
+			for sum := range held {
+				if live[sum] {
+					continue
+				}
+				if err := weigh(sum, &r.CheckpointBytes); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		return kv.ScanSizes(kt, cp, kv.PrefixEnd(cp), func(k []byte, n int) (bool, error) {
 			var sum [sha256.Size]byte
 			copy(sum[:], k[1:])

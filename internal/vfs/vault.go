@@ -83,6 +83,7 @@ type Vault struct {
 	cached  *chain   // own chain for the current topology
 	bases   []seg    // the parent files' part of every chain; immutable once loaded
 	parents []*Vault // opened parents, closed with this vault
+	atClose []func() error
 	closed  bool
 }
 
@@ -177,8 +178,15 @@ func Open(eng kv.Engine, opener Opener) (*Vault, error) {
 		b, err := kt.Get([]byte(headerKey))
 		if errors.Is(err, kv.ErrNotFound) {
 			empty := true
-			if err := kt.Scan(nil, nil, func(_, _ []byte) (bool, error) { empty = false; return false, nil }); err != nil {
-				return err
+			// Chunks of a shared space are other vaults' too.
+			ranges := [][2][]byte{{nil, nil}}
+			if sharesChunks(eng) {
+				ranges = [][2][]byte{{nil, ChunkPrefix}, {kv.PrefixEnd(ChunkPrefix), nil}}
+			}
+			for _, r := range ranges {
+				if err := kt.Scan(r[0], r[1], func(_, _ []byte) (bool, error) { empty = false; return false, nil }); err != nil {
+					return err
+				}
 			}
 			if empty {
 				return &errs.Error{Kind: errs.CorruptVault, Op: "vault open", Err: ErrIncomplete,
@@ -256,6 +264,10 @@ func (v *Vault) Engine() kv.Engine { return v.eng }
 // a vault mounted read-write from being written by anyone but its mount.
 func (v *Vault) SetWriteGuard(g func() error) { v.guard = g }
 
+// CheckWriter asks the write guard now whether the working state may be
+// changed, as the first change would.
+func (v *Vault) CheckWriter() error { return v.checkGuard() }
+
 func (v *Vault) checkGuard() error {
 	if v.guard == nil {
 		return nil
@@ -266,6 +278,15 @@ func (v *Vault) checkGuard() error {
 // SetClock replaces the clock used for timestamps (tests).
 func (v *Vault) SetClock(now func() time.Time) { v.now = now }
 
+// AtClose has Close call fn before it closes the engine: the registry
+// gives a writer's lease back there, while the engine still reaches its
+// store.
+func (v *Vault) AtClose(fn func() error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.atClose = append(v.atClose, fn)
+}
+
 // Close releases the engine and any parent vaults a fork opened.
 func (v *Vault) Close() error {
 	v.mu.Lock()
@@ -274,7 +295,15 @@ func (v *Vault) Close() error {
 		return nil
 	}
 	v.closed = true
-	err := v.eng.Close()
+	var err error
+	for _, fn := range v.atClose {
+		if ferr := fn(); err == nil {
+			err = ferr
+		}
+	}
+	if cerr := v.eng.Close(); err == nil {
+		err = cerr
+	}
 	for _, p := range v.parents {
 		if cerr := p.Close(); err == nil {
 			err = cerr

@@ -14,8 +14,10 @@ type server struct {
 	name    string
 	schemes []string
 	caps    kv.Capabilities
-	create  func(addr, table string) (kv.Engine, error)
-	open    func(addr, table string) (kv.Engine, error)
+	create  func(addr, table string, sh *Shared) (kv.Engine, error)
+	open    func(addr, table string, sh *Shared) (kv.Engine, error)
+	remove  func(addr, table string) error
+	redact  func(addr string) string
 }
 
 // servers lists the server engines. Adding one means adding it here.
@@ -24,13 +26,37 @@ var servers = []server{
 		name:    postgres.Name,
 		schemes: []string{"postgres://", "postgresql://"},
 		caps:    postgres.Caps,
-		create: func(a, t string) (kv.Engine, error) {
-			return postgres.Create(a, &postgres.Options{Table: t})
+		create: func(a, t string, sh *Shared) (kv.Engine, error) {
+			return postgres.Create(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
 		},
-		open: func(a, t string) (kv.Engine, error) {
-			return postgres.Open(a, &postgres.Options{Table: t})
+		open: func(a, t string, sh *Shared) (kv.Engine, error) {
+			return postgres.Open(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
 		},
+		remove: func(a, t string) error { return postgres.Drop(a, &postgres.Options{Table: t}) },
+		redact: postgres.Redact,
 	},
+}
+
+// Shared asks a server engine to keep the keys under Prefix in one space
+// that every store at the address naming Space shares (the vaults of a
+// store share their chunks so); kv.Capabilities.SharedPrefix says so.
+type Shared struct {
+	Prefix []byte
+	Space  string
+}
+
+func pgShared(sh *Shared) *postgres.Shared {
+	if sh == nil {
+		return nil
+	}
+	return &postgres.Shared{Prefix: sh.Prefix, Table: sh.Space}
+}
+
+func first(sh []Shared) *Shared {
+	if len(sh) == 0 {
+		return nil
+	}
+	return &sh[0]
 }
 
 func lookupAddress(addr string) (server, bool) {
@@ -51,27 +77,56 @@ func IsAddress(s string) bool {
 	return ok
 }
 
+// EngineAt names the engine of the stores at addr, and false when addr
+// is not the address of a known server engine.
+func EngineAt(addr string) (string, bool) {
+	s, ok := lookupAddress(addr)
+	return s.name, ok
+}
+
+// Redact is addr without its password, as output and messages name it.
+func Redact(addr string) string {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return errNotAddress(addr).scheme() + "://…"
+	}
+	return s.redact(addr)
+}
+
 // CreateAt makes store table at the server address addr. Its errors are
 // the engine's: os.ErrExist for a table that exists, kv.ErrUnavailable
 // for a server that cannot be reached, kv.ErrForeign for a database of
 // another program, kv.ErrNewerFormat for a newer avfs's. Server engines
 // are not shared per process as files are: each call has its own pool.
-func CreateAt(addr, table string) (kv.Engine, error) {
+// With shared (at most one), the store keeps a range of keys in a space
+// other stores share.
+func CreateAt(addr, table string, shared ...Shared) (kv.Engine, error) {
 	s, ok := lookupAddress(addr)
 	if !ok {
 		return nil, errNotAddress(addr)
 	}
-	return s.create(addr, table)
+	return s.create(addr, table, first(shared))
 }
 
 // OpenAt opens store table at addr, with CreateAt's errors and
-// os.ErrNotExist for a table that is not there.
-func OpenAt(addr, table string) (kv.Engine, error) {
+// os.ErrNotExist for a table that is not there. shared is CreateAt's: a
+// store must be opened with the shared range it was made with.
+func OpenAt(addr, table string, shared ...Shared) (kv.Engine, error) {
 	s, ok := lookupAddress(addr)
 	if !ok {
 		return nil, errNotAddress(addr)
 	}
-	return s.open(addr, table)
+	return s.open(addr, table, first(shared))
+}
+
+// RemoveAt removes store table at addr; a table that is not there is not
+// an error. Its other errors are OpenAt's.
+func RemoveAt(addr, table string) error {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return errNotAddress(addr)
+	}
+	return s.remove(addr, table)
 }
 
 type errNotAddress string
@@ -79,6 +134,10 @@ type errNotAddress string
 func (e errNotAddress) Error() string {
 	// An address that is not one of ours may still hold a password: name
 	// its scheme only.
+	return "kv: " + e.scheme() + ": not the address of a known server engine (postgres://…)"
+}
+
+func (e errNotAddress) scheme() string {
 	scheme, _, _ := strings.Cut(string(e), ":")
-	return "kv: " + scheme + ": not the address of a known server engine (postgres://…)"
+	return scheme
 }

@@ -85,8 +85,25 @@ func (db *DB) Lease(ctx context.Context, host string, pid int, ttl time.Duration
 		}
 		return nil, held
 	}
+	db.mu.Lock()
+	if db.leases == nil {
+		db.leases = map[*Lease]bool{}
+	}
+	db.leases[l] = true
+	db.mu.Unlock()
 	l.done.Add(1)
 	go l.heartbeat()
+	return l, nil
+}
+
+var _ kv.Leaser = (*DB)(nil)
+
+// LeaseWriter implements kv.Leaser with Lease.
+func (db *DB) LeaseWriter(ctx context.Context, host string, pid int, ttl time.Duration) (kv.Lease, error) {
+	l, err := db.Lease(ctx, host, pid, ttl)
+	if err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -124,6 +141,9 @@ func (l *Lease) Release() error {
 	l.once.Do(func() {
 		close(l.stop)
 		l.done.Wait()
+		l.db.mu.Lock()
+		delete(l.db.leases, l)
+		l.db.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), l.db.opts.ConnTimeout)
 		defer cancel()
 		_, err = l.db.pool.Exec(ctx, `DELETE FROM `+leaseTable+` WHERE store = $1 AND token = $2`, l.db.opts.Table, l.token)

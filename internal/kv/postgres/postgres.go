@@ -79,6 +79,9 @@ type Options struct {
 	ConnTimeout time.Duration
 	// MaxConns sizes the connection pool (pgxpool's default when zero).
 	MaxConns int32
+	// Shared, when set, keeps a range of keys in a table every store of
+	// the database naming it shares (shared.go).
+	Shared *Shared
 }
 
 var tableRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -111,15 +114,18 @@ func (o *Options) withDefaults() (Options, error) {
 
 // DB is a PostgreSQL-backed kv.Engine. It is safe for concurrent use.
 type DB struct {
-	pool   *pgxpool.Pool
-	opts   Options
-	where  string // the DSN without its password, for messages and Path
-	secret string // the password, scrubbed from every message
-	lockID int64  // the advisory lock of the table's writers
-	sql    statements
+	pool    *pgxpool.Pool
+	poolKey string // of parked pools (pools.go)
+	opts    Options
+	where   string // the DSN without its password, for messages and Path
+	secret  string // the password, scrubbed from every message
+	lockID  int64  // the advisory lock of the table's writers
+	sql     statements
+	shared  *shared // nil unless Options.Shared
 
 	mu      sync.Mutex
 	closed  bool
+	leases  map[*Lease]bool // held, released by Close
 	running sync.WaitGroup
 
 	retries atomic.Int64
@@ -160,21 +166,44 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
-	h := fnv.New64a()
-	h.Write([]byte("avfs:" + opts.Table))
-	db.lockID = int64(h.Sum64())
 	db.sql = newStatements(opts.Table)
+	if db.shared, err = newShared(opts.Shared); err != nil {
+		return nil, err
+	}
+	h := fnv.New64a()
+	if db.shared != nil {
+		// The writers of every store sharing the range queue on one
+		// lock: two of them storing the same new key at once would
+		// otherwise fail each other's serializable transactions, and a
+		// batch (a mount's) cannot be run again.
+		h.Write([]byte("avfs:shared:" + db.shared.table))
+	} else {
+		h.Write([]byte("avfs:" + opts.Table))
+	}
+	db.lockID = int64(h.Sum64())
 	ctx, cancel := context.WithTimeout(context.Background(), opts.ConnTimeout+opts.LockTimeout)
 	defer cancel()
-	db.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	db.poolKey = poolKey(dsn, opts)
+	db.pool, err = takePool(ctx, db.poolKey, cfg)
 	if err != nil {
 		return nil, db.wrap("connect", err)
 	}
 	if err := db.prepare(ctx, create); err != nil {
-		db.pool.Close()
+		db.pool.Close() // maybe the server's fault: not for the next engine
 		return nil, err
 	}
 	return db, nil
+}
+
+// Redact is dsn as avfs names it in messages and output: its user, host,
+// port and database, never its password. A DSN that does not parse is
+// named by its scheme alone.
+func Redact(dsn string) string {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "postgres://(a DSN that does not parse)"
+	}
+	return redact(cfg)
 }
 
 // redact is the DSN's host, port, user and database: never its password.
@@ -189,13 +218,20 @@ func (db *DB) Name() string { return Name }
 func (db *DB) Path() string { return db.where + "#" + db.opts.Table }
 
 // Capabilities implements kv.Capable.
-func (db *DB) Capabilities() kv.Capabilities { return Caps }
+func (db *DB) Capabilities() kv.Capabilities {
+	c := Caps
+	if db.shared != nil {
+		c.SharedPrefix = db.shared.prefix
+	}
+	return c
+}
 
 // Retries is how many Updates this engine has retried after a
 // serialization failure or deadlock.
 func (db *DB) Retries() int64 { return db.retries.Load() }
 
-// Close waits for running transactions and closes the pool.
+// Close waits for running transactions and gives the pool back, for the
+// next engine on the address (pools.go).
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.closed {
@@ -203,9 +239,18 @@ func (db *DB) Close() error {
 		return kv.ErrClosed
 	}
 	db.closed = true
+	held := make([]*Lease, 0, len(db.leases))
+	for l := range db.leases {
+		held = append(held, l)
+	}
 	db.mu.Unlock()
+	// A lease must not outlive its engine: its heartbeat would renew it
+	// through the parked pool for as long as the process lives.
+	for _, l := range held {
+		_ = l.Release()
+	}
 	db.running.Wait()
-	db.pool.Close()
+	parkPool(db.poolKey, db.pool)
 	return nil
 }
 

@@ -86,6 +86,9 @@ func (db *DB) prepare(ctx context.Context, create bool) error {
 	default:
 		return fmt.Errorf("%s: no table %s in this avfs store: %w", db.where, db.opts.Table, os.ErrNotExist)
 	}
+	if err := db.prepareShared(ctx, t); err != nil {
+		return err
+	}
 	return db.wrap("commit", t.Commit(ctx))
 }
 
@@ -122,22 +125,26 @@ func (db *DB) checkMeta(ctx context.Context, t pgx.Tx) error {
 // checkTable refuses a pairs table that is not (k bytea primary key, v
 // bytea not null): reading it as one would give wrong answers.
 func (db *DB) checkTable(ctx context.Context, t pgx.Tx) error {
+	return db.checkShape(ctx, t, db.opts.Table)
+}
+
+func (db *DB) checkShape(ctx context.Context, t pgx.Tx, table string) error {
 	var shape string
 	err := t.QueryRow(ctx, `SELECT coalesce(string_agg(a.attname || ':' || format_type(a.atttypid, a.atttypmod) || ':' || a.attnotnull, ',' ORDER BY a.attnum), '')
-		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, db.opts.Table).Scan(&shape)
+		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, table).Scan(&shape)
 	if err != nil {
 		return db.wrap("inspect", err)
 	}
 	var pk string
 	err = t.QueryRow(ctx, `SELECT coalesce(string_agg(a.attname, ','), '') FROM pg_index i
 		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
-		WHERE i.indrelid = to_regclass($1) AND i.indisprimary`, db.opts.Table).Scan(&pk)
+		WHERE i.indrelid = to_regclass($1) AND i.indisprimary`, table).Scan(&pk)
 	if err != nil {
 		return db.wrap("inspect", err)
 	}
 	if shape != "k:bytea:true,v:bytea:true" || pk != "k" {
 		return fmt.Errorf("%s: %w: table %s is (%s) keyed on (%s), want (k bytea, v bytea not null) keyed on k",
-			db.where, kv.ErrCorrupt, db.opts.Table, shape, pk)
+			db.where, kv.ErrCorrupt, table, shape, pk)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -18,19 +19,30 @@ type statements struct {
 	get, has, put, del string
 	scan, scanTo       string // first page: k >= $1 (and k < $2)
 	next, nextTo       string // later pages: k > $1
+	// The scans again, returning each value's length (4 bytes, big
+	// endian) or nothing in place of the value.
+	sizes, keys *statements
 }
 
 func newStatements(table string) statements {
+	s := scanStatements(table, "v")
+	sizes, keys := scanStatements(table, "int4send(length(v))"), scanStatements(table, "''::bytea")
+	s.sizes, s.keys = &sizes, &keys
+	return s
+}
+
+func scanStatements(table, value string) statements {
 	t := `"` + table + `"`
+	sel := "SELECT k, " + value + " FROM " + t
 	return statements{
 		get:    "SELECT v FROM " + t + " WHERE k = $1",
 		has:    "SELECT 1 FROM " + t + " WHERE k = $1",
 		put:    "INSERT INTO " + t + " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
 		del:    "DELETE FROM " + t + " WHERE k = $1",
-		scan:   "SELECT k, v FROM " + t + " WHERE k >= $1 ORDER BY k LIMIT $2",
-		scanTo: "SELECT k, v FROM " + t + " WHERE k >= $1 AND k < $3 ORDER BY k LIMIT $2",
-		next:   "SELECT k, v FROM " + t + " WHERE k > $1 ORDER BY k LIMIT $2",
-		nextTo: "SELECT k, v FROM " + t + " WHERE k > $1 AND k < $3 ORDER BY k LIMIT $2",
+		scan:   sel + " WHERE k >= $1 ORDER BY k LIMIT $2",
+		scanTo: sel + " WHERE k >= $1 AND k < $3 ORDER BY k LIMIT $2",
+		next:   sel + " WHERE k > $1 ORDER BY k LIMIT $2",
+		nextTo: sel + " WHERE k > $1 AND k < $3 ORDER BY k LIMIT $2",
 	}
 }
 
@@ -109,7 +121,7 @@ func (t *tx) Get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	var v []byte
-	err := t.c.QueryRow(t.ctx, t.db.sql.get, key).Scan(&v)
+	err := t.c.QueryRow(t.ctx, t.db.stmts(key).get, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, kv.ErrNotFound
 	}
@@ -127,7 +139,7 @@ func (t *tx) Has(key []byte) (bool, error) {
 		return false, err
 	}
 	var one int
-	err := t.c.QueryRow(t.ctx, t.db.sql.has, key).Scan(&one)
+	err := t.c.QueryRow(t.ctx, t.db.stmts(key).has, key).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -135,6 +147,33 @@ func (t *tx) Has(key []byte) (bool, error) {
 }
 
 func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) error {
+	return t.scanWith(func(s *statements) *statements { return s }, start, end, fn)
+}
+
+var (
+	_ kv.SizeScanner = (*tx)(nil)
+	_ kv.KeyScanner  = (*tx)(nil)
+)
+
+// ScanSizes implements kv.SizeScanner: the values stay on the server.
+func (t *tx) ScanSizes(start, end []byte, fn func(key []byte, size int) (bool, error)) error {
+	return t.scanWith(func(s *statements) *statements { return s.sizes }, start, end, func(k, v []byte) (bool, error) {
+		if len(v) != 4 {
+			return false, fmt.Errorf("kv/postgres: a size of %d bytes: %w", len(v), kv.ErrCorrupt)
+		}
+		return fn(k, int(binary.BigEndian.Uint32(v)))
+	})
+}
+
+// ScanKeys implements kv.KeyScanner: the values stay on the server.
+func (t *tx) ScanKeys(start, end []byte, fn func(key []byte) (bool, error)) error {
+	return t.scanWith(func(s *statements) *statements { return s.keys }, start, end, func(k, _ []byte) (bool, error) {
+		return fn(k)
+	})
+}
+
+// scanWith is Scan with the statements pick chooses of each table's.
+func (t *tx) scanWith(pick func(*statements) *statements, start, end []byte, fn func(key, value []byte) (bool, error)) error {
 	if err := t.check(); err != nil {
 		return err
 	}
@@ -144,9 +183,31 @@ func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) e
 	if end != nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	q, from, page := t.db.sql.scan, start, firstPage
+	if t.db.shared == nil {
+		_, err := t.scan(pick(&t.db.sql), start, end, fn)
+		return err
+	}
+	// The shared keys are one contiguous range: the scan is the table's
+	// part below it, the shared table's part, and the table's part above,
+	// one after the other.
+	for _, r := range t.db.shared.split(start, end) {
+		sql := r.sql
+		if sql == nil {
+			sql = &t.db.sql
+		}
+		more, err := t.scan(pick(sql), r.start, r.end, fn)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan is Scan on one table; it reports whether fn wants more.
+func (t *tx) scan(sql *statements, start, end []byte, fn func(key, value []byte) (bool, error)) (bool, error) {
+	q, from, page := sql.scan, start, firstPage
 	if end != nil {
-		q = t.db.sql.scanTo
+		q = sql.scanTo
 	}
 	t.scanning++
 	defer func() { t.scanning-- }()
@@ -157,14 +218,14 @@ func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) e
 		}
 		rows, err := t.c.Query(t.ctx, q, args...)
 		if err != nil {
-			return t.db.wrap("scan", err)
+			return false, t.db.wrap("scan", err)
 		}
 		var ks, vs [][]byte
 		for rows.Next() {
 			var k, v []byte
 			if err := rows.Scan(&k, &v); err != nil {
 				rows.Close()
-				return t.db.wrap("scan", err)
+				return false, t.db.wrap("scan", err)
 			}
 			if v == nil {
 				v = []byte{}
@@ -172,24 +233,24 @@ func (t *tx) Scan(start, end []byte, fn func(key, value []byte) (bool, error)) e
 			ks, vs = append(ks, k), append(vs, v)
 		}
 		if err := rows.Err(); err != nil {
-			return t.db.wrap("scan", err)
+			return false, t.db.wrap("scan", err)
 		}
 		for i := range ks {
 			if t.done {
-				return errTxDone
+				return false, errTxDone
 			}
 			more, err := fn(ks[i], vs[i])
 			if err != nil || !more {
-				return err
+				return false, err
 			}
 		}
 		if len(ks) < page {
-			return nil
+			return true, nil
 		}
 		from = ks[len(ks)-1]
-		q = t.db.sql.next
+		q = sql.next
 		if end != nil {
-			q = t.db.sql.nextTo
+			q = sql.nextTo
 		}
 		page = min(page*4, maxPage)
 	}
@@ -214,14 +275,14 @@ func (t *tx) Put(key, value []byte) error {
 	if len(key) == 0 {
 		return kv.ErrEmptyKey
 	}
-	return t.queue(op{t.db.sql.put, []any{bytes.Clone(key), append(make([]byte, 0, len(value)), value...)}}, len(key)+len(value))
+	return t.queue(op{t.db.stmts(key).put, []any{bytes.Clone(key), append(make([]byte, 0, len(value)), value...)}}, len(key)+len(value))
 }
 
 func (t *tx) Delete(key []byte) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	return t.queue(op{t.db.sql.del, []any{bytes.Clone(key)}}, len(key))
+	return t.queue(op{t.db.stmts(key).del, []any{bytes.Clone(key)}}, len(key))
 }
 
 func (t *tx) queue(o op, n int) error {

@@ -37,6 +37,18 @@ export interface CheckpointInfoFlags extends CallOptions {
 export interface CheckpointListFlags extends CallOptions {
 }
 
+/** Flags of `avfs checkpoint prune`. */
+export interface CheckpointPruneFlags extends CallOptions {
+  /** list what would be deleted; change nothing */
+  dryRun?: boolean;
+  /** keep the newest N checkpoints (of those --runs-only selects) (default 0) */
+  keep?: number;
+  /** delete only checkpoints older than this: a Go duration (36h) or days (7d, 1d12h) */
+  olderThan?: string;
+  /** prune only proxy runs' checkpoints */
+  runsOnly?: boolean;
+}
+
 /** Flags of `avfs checkpoint restore`. */
 export interface CheckpointRestoreFlags extends CallOptions {
 }
@@ -161,6 +173,8 @@ export interface ProxyApproveFlags extends Omit<CallOptions, "vault"> {
 export interface ProxyExecFlags extends CallOptions {
   /** run the request approved under this id */
   approval?: string;
+  /** how much of the change list the envelope carries: full (up to 10000 entries, then cut: changes_truncated), summary (result.summary only) or none (no diff is taken) (default full) */
+  changes?: string;
   /** keep a checkpoint of the state before the run: auto, always or never (default auto) */
   checkpoint?: string;
   /** working directory inside the vault (default /) */
@@ -191,6 +205,10 @@ export interface ProxyExecFlags extends CallOptions {
 export interface ProxyHistoryFlags extends CallOptions {
   /** show only the latest N runs (0: all) (default 0) */
   limit?: number;
+}
+
+/** Flags of `avfs proxy redo`. */
+export interface ProxyRedoFlags extends CallOptions {
 }
 
 /** Flags of `avfs proxy reject`. */
@@ -295,6 +313,10 @@ export interface VaultMergeFlags extends Omit<CallOptions, "vault"> {
   onConflict?: string;
 }
 
+/** Flags of `avfs vault set`. */
+export interface VaultSetFlags extends CallOptions {
+}
+
 /** Flags of `avfs vault use`. */
 export interface VaultUseFlags extends Omit<CallOptions, "vault"> {
 }
@@ -344,6 +366,11 @@ export class Commands {
   /** List the checkpoints of the selected vault, oldest first: `avfs checkpoint list`, printing docs/schema/checkpoint-list.json. */
   checkpointList(flags: CheckpointListFlags = {}): Promise<S.CheckpointListResult> {
     return this.invoke(["checkpoint","list"], [], [], { ...flags, scoped: true }) as Promise<S.CheckpointListResult>;
+  }
+
+  /** Delete old checkpoints and free what only they held: `avfs checkpoint prune [VAULT] [flags]`, printing docs/schema/checkpoint-prune.json. */
+  checkpointPrune(flags: CheckpointPruneFlags = {}): Promise<S.CheckpointPruneResult> {
+    return this.invoke(["checkpoint","prune"], [], [["--dry-run", "bool", flags.dryRun], ["--keep", "int", flags.keep], ["--older-than", "string", flags.olderThan], ["--runs-only", "bool", flags.runsOnly]], { ...flags, scoped: true }) as Promise<S.CheckpointPruneResult>;
   }
 
   /** Make a checkpoint the working state again, in O(1): `avfs checkpoint restore NAME`, printing docs/schema/checkpoint-restore.json. */
@@ -448,12 +475,17 @@ export class Commands {
 
   /** Classify, checkpoint, mount, run one command and report what it changed: `avfs proxy exec [flags] (--shell SCRIPT | -- ARGV...)`, printing docs/schema/proxy-exec.json. */
   proxyExec(argv: string[] = [], flags: ProxyExecFlags = {}): Promise<S.ProxyExecResult> {
-    return this.invoke(["proxy","exec"], [[argv, true]], [["--approval", "string", flags.approval], ["--checkpoint", "string", flags.checkpoint], ["--cwd", "string", flags.cwd], ["--env", "repeat", flags.env], ["--grace", "duration", flags.grace], ["--isolate", "string", flags.isolate], ["--keep-mount", "bool", flags.keepMount], ["--linger", "duration", flags.linger], ["--max-output", "int64", flags.maxOutput], ["--readonly", "bool", flags.readonly], ["--shell", "string", flags.shell], ["--stdin", "bool", flags.stdin], ["--timeout", "duration", flags.timeout]], { ...flags, scoped: true }) as Promise<S.ProxyExecResult>;
+    return this.invoke(["proxy","exec"], [[argv, true]], [["--approval", "string", flags.approval], ["--changes", "string", flags.changes], ["--checkpoint", "string", flags.checkpoint], ["--cwd", "string", flags.cwd], ["--env", "repeat", flags.env], ["--grace", "duration", flags.grace], ["--isolate", "string", flags.isolate], ["--keep-mount", "bool", flags.keepMount], ["--linger", "duration", flags.linger], ["--max-output", "int64", flags.maxOutput], ["--readonly", "bool", flags.readonly], ["--shell", "string", flags.shell], ["--stdin", "bool", flags.stdin], ["--timeout", "duration", flags.timeout]], { ...flags, scoped: true }) as Promise<S.ProxyExecResult>;
   }
 
   /** List the proxy runs kept under $AVFS_HOME/proxy/runs (of --vault, if given): `avfs proxy history [flags]`, printing docs/schema/proxy-history.json. */
   proxyHistory(flags: ProxyHistoryFlags = {}): Promise<S.ProxyHistoryResult> {
     return this.invoke(["proxy","history"], [], [["--limit", "int", flags.limit]], { ...flags, scoped: true }) as Promise<S.ProxyHistoryResult>;
+  }
+
+  /** Re-apply a proxy run that undo took back (default: the most recently undone): `avfs proxy redo [ID]`, printing docs/schema/proxy-redo.json. */
+  proxyRedo(id?: string, flags: ProxyRedoFlags = {}): Promise<S.ProxyRedoResult> {
+    return this.invoke(["proxy","redo"], [[id, true]], [], { ...flags, scoped: true }) as Promise<S.ProxyRedoResult>;
   }
 
   /** Reject a proxy run that awaits approval: `avfs proxy reject ID`, printing docs/schema/proxy-approval.json. */
@@ -534,6 +566,11 @@ export class Commands {
   /** Merge a fork's working state back into its parent (or --into TARGET): `avfs vault merge SOURCE [flags]`, printing docs/schema/vault-merge.json. */
   vaultMerge(source: string, flags: VaultMergeFlags = {}): Promise<S.VaultMergeResult> {
     return this.invoke(["vault","merge"], [[source, false]], [["--dry-run", "bool", flags.dryRun], ["--into", "string", flags.into], ["--on-conflict", "string", flags.onConflict]], { ...flags, scoped: false }) as Promise<S.VaultMergeResult>;
+  }
+
+  /** Set a vault's own options: `avfs vault set NAME KEY=VALUE...`, printing docs/schema/vault-info.json. */
+  vaultSet(name: string, flags: VaultSetFlags = {}): Promise<S.VaultInfoResult> {
+    return this.invoke(["vault","set"], [[name, false]], [], { ...flags, scoped: true }) as Promise<S.VaultInfoResult>;
   }
 
   /** Make NAME the current vault: `avfs vault use NAME`, printing docs/schema/vault-info.json. */

@@ -131,6 +131,27 @@ class Commands:
             input=input,
         )
 
+    def checkpoint_prune(
+        self,
+        *,
+        dry_run: bool = False,
+        keep: Optional[int] = None,
+        older_than: Optional[str] = None,
+        runs_only: bool = False,
+        vault: Optional[str] = None,
+        input: Optional[bytes] = None,
+    ) -> m.CheckpointPruneResult:
+        """Delete old checkpoints and free what only they held: ``avfs checkpoint prune [VAULT] [flags]`` (docs/schema/checkpoint-prune.json)."""
+        return self._invoke(
+            m.CheckpointPruneResult,
+            ["checkpoint","prune"],
+            [],
+            [Flag("--dry-run", "bool", dry_run), Flag("--keep", "int", keep), Flag("--older-than", "string", older_than), Flag("--runs-only", "bool", runs_only)],
+            scoped=True,
+            vault=vault,
+            input=input,
+        )
+
     def checkpoint_restore(
         self,
         name: str,
@@ -516,6 +537,7 @@ class Commands:
         argv: Sequence[str] = (),
         *,
         approval: Optional[str] = None,
+        changes: Optional[str] = None,
         checkpoint: Optional[str] = None,
         cwd: Optional[str] = None,
         env: Optional[Sequence[str]] = None,
@@ -536,7 +558,7 @@ class Commands:
             m.ProxyExecResult,
             ["proxy","exec"],
             [(list(argv), True)],
-            [Flag("--approval", "string", approval), Flag("--checkpoint", "string", checkpoint), Flag("--cwd", "string", cwd), Flag("--env", "repeat", env), Flag("--grace", "duration", grace), Flag("--isolate", "string", isolate), Flag("--keep-mount", "bool", keep_mount), Flag("--linger", "duration", linger), Flag("--max-output", "int64", max_output), Flag("--readonly", "bool", readonly), Flag("--shell", "string", shell), Flag("--stdin", "bool", stdin), Flag("--timeout", "duration", timeout)],
+            [Flag("--approval", "string", approval), Flag("--changes", "string", changes), Flag("--checkpoint", "string", checkpoint), Flag("--cwd", "string", cwd), Flag("--env", "repeat", env), Flag("--grace", "duration", grace), Flag("--isolate", "string", isolate), Flag("--keep-mount", "bool", keep_mount), Flag("--linger", "duration", linger), Flag("--max-output", "int64", max_output), Flag("--readonly", "bool", readonly), Flag("--shell", "string", shell), Flag("--stdin", "bool", stdin), Flag("--timeout", "duration", timeout)],
             scoped=True,
             vault=vault,
             input=input,
@@ -555,6 +577,24 @@ class Commands:
             ["proxy","history"],
             [],
             [Flag("--limit", "int", limit)],
+            scoped=True,
+            vault=vault,
+            input=input,
+        )
+
+    def proxy_redo(
+        self,
+        id: Optional[str] = None,
+        *,
+        vault: Optional[str] = None,
+        input: Optional[bytes] = None,
+    ) -> m.RedoResult:
+        """Re-apply a proxy run that undo took back (default: the most recently undone): ``avfs proxy redo [ID]`` (docs/schema/proxy-redo.json)."""
+        return self._invoke(
+            m.RedoResult,
+            ["proxy","redo"],
+            [(id, True)],
+            [],
             scoped=True,
             vault=vault,
             input=input,
@@ -857,6 +897,24 @@ class Commands:
             [Flag("--dry-run", "bool", dry_run), Flag("--into", "string", into), Flag("--on-conflict", "string", on_conflict)],
             scoped=False,
             vault=None,
+            input=input,
+        )
+
+    def vault_set(
+        self,
+        name: str,
+        *,
+        vault: Optional[str] = None,
+        input: Optional[bytes] = None,
+    ) -> m.Vault:
+        """Set a vault's own options: ``avfs vault set NAME KEY=VALUE...`` (docs/schema/vault-info.json)."""
+        return self._invoke(
+            m.Vault,
+            ["vault","set"],
+            [(name, False)],
+            [],
+            scoped=True,
+            vault=vault,
             input=input,
         )
 

@@ -18,10 +18,11 @@ import (
 func main() {
 	sizes := flag.String("files", "100,10000,100000", "vault sizes (file counts) for the layer benchmarks")
 	total := flag.Int64("total-mb", 1024, "bytes in the largest vault, in MiB (the others keep the same file size)")
-	engines := flag.String("engines", "sqlite,bolt,postgres", "engines to measure (postgres: layers only, on a server the run starts)")
+	engines := flag.String("engines", "sqlite,bolt,postgres", "engines to measure (postgres: layers, io and fleet, on a server the run starts)")
 	reps := flag.Int("reps", 15, "repetitions per measurement (the median is reported)")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
-	sections := flag.String("sections", "layers,io,verify,workout,mount,proxy,growth", "what to measure: layers, io, verify, workout (diff --patch and merge; per engine), mount, proxy, growth (per engine)")
+	sections := flag.String("sections", "layers,io,verify,workout,mount,proxy,growth,fleet", "what to measure: layers, io, verify, workout (diff --patch and merge; per engine), mount, proxy, growth (per engine), fleet (postgres: hosts forking and running proxy exec at once)")
+	hosts := flag.Int("hosts", 8, "processes with homes of their own in the fleet section")
 	growthReps := flag.Int("growth-reps", 3, "runs of the growth section (100,000 overwrites each)")
 	slowReps := flag.Int("mount-reps", 5, "repetitions for the mount section (it runs real workloads)")
 	// How the mount section serves its loopback reference (bench.ServeLoopback).
@@ -59,10 +60,8 @@ func main() {
 	start := time.Now()
 	for _, e := range strings.Split(*engines, ",") {
 		if e == "postgres" {
-			if want["layers"] {
-				if err := bench.PostgresLayers(cfg); err != nil {
-					fail(err)
-				}
+			if err := bench.Postgres(cfg, want, *hosts); err != nil {
+				fail(err)
 			}
 			continue
 		}

@@ -232,6 +232,10 @@ func (s *Server) Stop() error {
 	return err
 }
 
+// Log is what the server has logged so far (its errors: a transaction
+// that failed to serialize is logged with its statement).
+func (s *Server) Log() ([]byte, error) { return os.ReadFile(filepath.Join(s.dir, "log")) }
+
 // DSN returns a URL that connects to database db as the superuser over
 // the Unix socket.
 func (s *Server) DSN(db string) string {

@@ -1,0 +1,48 @@
+package registry
+
+import (
+	"fmt"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// GC collects the garbage of open vault v (vfs.Vault.GC). The chunks of a
+// vault in a store are in the space all its vaults share: GC then frees
+// those that no chunk map of any vault of the store names
+// (vfs.CollectShared), and fails, freeing none, when it cannot read every
+// vault of the store.
+func (h *Home) GC(v *vfs.Vault) (vfs.GCStats, error) {
+	st, err := v.GC()
+	if err != nil || h.Store == "" {
+		return st, err
+	}
+	names, err := h.place.names()
+	if err != nil {
+		return st, err
+	}
+	var all []*vfs.Vault
+	defer func() {
+		for _, o := range all {
+			o.Close()
+		}
+	}()
+	for _, name := range names {
+		o, err := h.openAlone(name)
+		if errs.Is(err, errs.VaultNotFound) {
+			continue // deleted meanwhile: its chunks are garbage
+		}
+		if err != nil {
+			return st, &errs.Error{Kind: errs.KindOf(err), Op: "gc", Vault: name,
+				Err:  fmt.Errorf("the store's chunks are shared, and vault %q cannot be read to see which it uses: %w", name, err),
+				Hint: "fix or delete that vault, then run gc again"}
+		}
+		all = append(all, o)
+	}
+	shared, err := vfs.CollectShared(all)
+	st.ChunksKept = shared.ChunksKept
+	st.ChunksFreed += shared.ChunksFreed
+	st.BytesFreed += shared.BytesFreed
+	st.LongestStep = max(st.LongestStep, shared.LongestStep)
+	return st, err
+}
