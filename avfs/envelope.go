@@ -40,6 +40,7 @@ type RunRequest struct {
 	EnvKeys   []string      // the names of ExecRequest.Env; values are not kept
 	Approval  string        // the approval id the run uses; "" for none
 	Isolate   IsolateMode
+	Changes   ChangesMode
 }
 
 // RunResult is what happened in a run.
@@ -64,9 +65,13 @@ type RunResult struct {
 	Duration                         time.Duration
 	Stages                           map[Stage]time.Duration // how long each stage took
 	// Checkpoint is the pre-run checkpoint; nil when none was saved.
-	Checkpoint      *RunCheckpoint
-	ChangedFiles    int
-	Changes         []Change
+	Checkpoint   *RunCheckpoint
+	ChangedFiles int
+	Changes      []Change
+	// ChangesTruncated says Changes was cut at ChangesLimit entries.
+	ChangesTruncated bool
+	// Summary counts every change; nil with ChangesNone.
+	Summary         *ChangeSummary
 	RenamesDetected bool // Changes pairs renames (Renamed, From)
 	Decision        Decision
 	// Isolation is the boundary the command ran in; nil when it did not
@@ -210,6 +215,31 @@ const (
 	CheckpointNever  CheckpointMode = "never"  // deleted after the change summary
 )
 
+// ChangesMode is how much of a run's change list the envelope holds.
+type ChangesMode string
+
+func (m ChangesMode) String() string { return string(m) }
+
+// The change list modes; "" is ChangesFull.
+const (
+	// ChangesFull lists the changes, at most ChangesLimit of them
+	// (RunResult.ChangesTruncated says when the list was cut).
+	ChangesFull ChangesMode = "full"
+	// ChangesSummary gives RunResult.Summary and no list.
+	ChangesSummary ChangesMode = "summary"
+	// ChangesNone skips the diff: no list, no summary, ChangedFiles 0.
+	ChangesNone ChangesMode = "none"
+)
+
+// ChangesLimit is the most changes an envelope lists.
+const ChangesLimit = 10000
+
+// ChangeSummary counts a run's changes, all of them (the list may be cut).
+type ChangeSummary struct {
+	Added, Modified, Deleted, Renamed int
+	BytesAdded, BytesRemoved          int64 // from sizes: what was added and what was removed
+}
+
 // IsolateMode is the kernel boundary asked for a run.
 type IsolateMode string
 
@@ -259,13 +289,18 @@ func envelope(e *proxy.Envelope) *Envelope {
 		Request: RunRequest{Vault: q.Vault, Cwd: q.Cwd, ReadOnly: q.Readonly, KeepMount: q.KeepMount,
 			Linger: ms(q.LingerMs), Mountpoint: str(q.Mountpoint), Checkpoint: CheckpointMode(q.CheckpointMode),
 			Command: q.Command, Shell: q.CommandMode == "shell", Timeout: ms(q.TimeoutMs), Grace: ms(q.GraceMs),
-			MaxOutput: q.MaxOutput, Stdin: q.Stdin, EnvKeys: q.EnvKeys, Approval: str(q.Approval), Isolate: IsolateMode(q.Isolate)},
+			MaxOutput: q.MaxOutput, Stdin: q.Stdin, EnvKeys: q.EnvKeys, Approval: str(q.Approval), Isolate: IsolateMode(q.Isolate),
+			Changes: ChangesMode(q.Changes)},
 		Result: RunResult{Vault: r.Vault, Mountpoint: str(r.Mountpoint), MountReused: r.MountReused, Transport: str(r.Transport), Cwd: r.Cwd,
 			Command: r.Command, ExitCode: r.ExitCode, Signal: str(r.Signal), Stdout: r.Stdout, Stderr: r.Stderr,
 			StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, StdoutBytes: r.StdoutBytes,
-			StderrBytes: r.StderrBytes, Duration: ms(r.DurationMs), ChangedFiles: r.ChangedFiles,
+			StderrBytes: r.StderrBytes, Duration: ms(r.DurationMs), ChangedFiles: r.ChangedFiles, ChangesTruncated: r.ChangesTruncated,
 			RenamesDetected: r.RenamesDetected, Decision: decision(r.Decision), Isolation: isolation(r.Isolation),
 			State: RunState(r.State), TimedOut: r.TimedOut, UndoneBy: str(r.UndoneBy)},
+	}
+	if m := r.Summary; m != nil {
+		out.Result.Summary = &ChangeSummary{Added: m.Added, Modified: m.Modified, Deleted: m.Deleted, Renamed: m.Renamed,
+			BytesAdded: m.BytesAdded, BytesRemoved: m.BytesRemoved}
 	}
 	if r.StageMs != nil {
 		out.Result.Stages = make(map[Stage]time.Duration, len(r.StageMs))

@@ -47,6 +47,10 @@ func TestKindsMatch(t *testing.T) {
 		t.Errorf("defaults %s, %s, %s; the proxy's %s, %s, %s", DefaultTimeout, DefaultGrace, DefaultLinger,
 			proxy.DefaultTimeout, proxy.DefaultGrace, proxy.DefaultLinger)
 	}
+	if ChangesLimit != proxy.ChangesLimit || string(ChangesFull) != proxy.ChangesFull ||
+		string(ChangesSummary) != proxy.ChangesSummary || string(ChangesNone) != proxy.ChangesNone {
+		t.Errorf("change list limit or modes differ from the proxy's")
+	}
 	stages := []Stage{StageRequest, StageClassify, StageCheckpoint, StageMount, StageExecute, StageSummarize, StageReport}
 	if len(stages) != len(proxy.Stages) {
 		t.Fatalf("%d stages, the proxy times %d", len(stages), len(proxy.Stages))

@@ -40,6 +40,9 @@ type ExecRequest struct {
 	// Isolate is the kernel boundary of the command: IsolateAuto (the
 	// default, ""), IsolateOn or IsolateOff.
 	Isolate IsolateMode
+	// Changes is how much of the change list the envelope holds:
+	// ChangesFull (the default, ""), ChangesSummary or ChangesNone.
+	Changes ChangesMode
 	// Stdout and Stderr, when set, get the command's output while it
 	// runs, as it comes, all of it (the envelope keeps MaxOutput bytes of
 	// each). Each is written from its own goroutine; a failed write is
@@ -120,7 +123,7 @@ func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
 		Checkpoint: string(req.Checkpoint), Env: req.Env, Stdin: req.Stdin,
 		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Linger: req.Linger, Approval: req.Approval,
-		Isolate: string(req.Isolate), Stdout: req.Stdout, Stderr: req.Stderr,
+		Isolate: string(req.Isolate), Changes: string(req.Changes), Stdout: req.Stdout, Stderr: req.Stderr,
 	})
 	return envelope(env), wrapErr(err)
 }

@@ -485,10 +485,10 @@ func runCheckpointsString(n int) string {
 
 func (a *app) vaultSetCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "set NAME KEY=VALUE...",
+		Use:   "set NAME SETTING...",
 		Short: "Set a vault's own options",
 		Long: `Set options of vault NAME, kept in the vault itself, and print its info.
-Keys:
+Each SETTING is KEY=VALUE. Keys:
   run-checkpoints  how many proxy runs' checkpoints the vault keeps: after
                    each run the oldest beyond it are pruned and their runs
                    can no longer be undone (default 50; 0 keeps all)

@@ -568,9 +568,9 @@ export class Commands {
     return this.invoke(["vault","merge"], [[source, false]], [["--dry-run", "bool", flags.dryRun], ["--into", "string", flags.into], ["--on-conflict", "string", flags.onConflict]], { ...flags, scoped: false }) as Promise<S.VaultMergeResult>;
   }
 
-  /** Set a vault's own options: `avfs vault set NAME KEY=VALUE...`, printing docs/schema/vault-info.json. */
-  vaultSet(name: string, flags: VaultSetFlags = {}): Promise<S.VaultInfoResult> {
-    return this.invoke(["vault","set"], [[name, false]], [], { ...flags, scoped: true }) as Promise<S.VaultInfoResult>;
+  /** Set a vault's own options: `avfs vault set NAME SETTING...`, printing docs/schema/vault-info.json. */
+  vaultSet(name: string, setting: string[], flags: VaultSetFlags = {}): Promise<S.VaultInfoResult> {
+    return this.invoke(["vault","set"], [[name, false], [setting, false]], [], { ...flags, scoped: true }) as Promise<S.VaultInfoResult>;
   }
 
   /** Make NAME the current vault: `avfs vault use NAME`, printing docs/schema/vault-info.json. */

@@ -903,15 +903,16 @@ class Commands:
     def vault_set(
         self,
         name: str,
+        setting: Sequence[str],
         *,
         vault: Optional[str] = None,
         input: Optional[bytes] = None,
     ) -> m.Vault:
-        """Set a vault's own options: ``avfs vault set NAME KEY=VALUE...`` (docs/schema/vault-info.json)."""
+        """Set a vault's own options: ``avfs vault set NAME SETTING...`` (docs/schema/vault-info.json)."""
         return self._invoke(
             m.Vault,
             ["vault","set"],
-            [(name, False)],
+            [(name, False), (list(setting), False)],
             [],
             scoped=True,
             vault=vault,
