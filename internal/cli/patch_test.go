@@ -111,8 +111,25 @@ func TestPatchAppliesWithGit(t *testing.T) {
 			if b, err := exec.Command("cp", "-a", repo, host).CombinedOutput(); err != nil {
 				t.Fatalf("cp: %v %s", err, b)
 			}
+			// A binary file and a symlink in the base, changed by the fork.
+			if err := os.WriteFile(filepath.Join(host, "logo.bin"), []byte("\x89PNG\x00\x01\x02 base"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("README.md", filepath.Join(host, "readme-link")); err != nil {
+				t.Fatal(err)
+			}
 			r.ok("vault", "create", "base", "--use", "--from", host)
 			r.ok("vault", "fork", "base", "task", "--use")
+			// Renames: one with the same content, one with edits and a new
+			// mode, a binary file's; a binary file and a symlink changed.
+			r.ok("mv", "/README.md", "/docs-readme.md")
+			r.ok("mv", "/command.go", "/cmd-moved.go")
+			r.ok("write", "/cmd-moved.go", r.ok("cat", "/cmd-moved.go")+"// one more line\n")
+			r.ok("chmod", "u+x", "/cmd-moved.go")
+			r.ok("write", "/logo.bin", "\x89PNG\x00\x01\x02 fork")
+			r.ok("mv", "/logo.bin", "/logo-moved.bin")
+			r.ok("rm", "/readme-link")
+			r.ok("ln", "-s", "docs-readme.md", "/readme-link")
 			files := []string{}
 			for p, v := range hostTree(t, repo) {
 				if strings.HasPrefix(v, "file ") {
@@ -147,6 +164,11 @@ func TestPatchAppliesWithGit(t *testing.T) {
 			r.ok("write", "/na\u00efve\tname \"q\".txt", "quoted\n")
 			r.ok("write", "/bin.dat", "\x00\x01binary\xff")
 			patch := r.ok("diff", "vault:base", "vault:task", "--patch")
+			for _, want := range []string{"rename from README.md\nrename to docs-readme.md\n", "rename from command.go\nrename to cmd-moved.go\nold mode 100644\nnew mode 100755\n--- a/command.go\n", "GIT binary patch"} {
+				if !strings.Contains(patch, want) {
+					t.Errorf("the patch lacks %q", want)
+				}
+			}
 			from, to := t.TempDir(), t.TempDir()
 			r.ok("export", "/", from, "--at", "vault:base")
 			r.ok("export", "/", to, "--at", "vault:task")

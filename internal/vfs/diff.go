@@ -31,6 +31,8 @@ type Change struct {
 	Type       string     `json:"type"` // the file type after the change (before, for deletions)
 	SizeBefore int64      `json:"size_before"`
 	SizeAfter  int64      `json:"size_after"`
+	// From is the path before a rename (kind Renamed, see FindRenames).
+	From string `json:"from,omitempty"`
 }
 
 // StateRef names a state: a vault's working state (Checkpoint ""), one

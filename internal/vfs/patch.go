@@ -12,6 +12,8 @@ import (
 // FilePatch is one change of a diff in git's patch format.
 type FilePatch struct {
 	Path string
+	// From is the path before a rename, "" otherwise.
+	From string
 	// Text is the change as `git apply` takes it, "" when the path has no
 	// form in git (a directory, a device) or only a mode git does not keep.
 	Text string
@@ -42,7 +44,7 @@ func Patches(from, to StateRef, changes []Change) ([]FilePatch, error) {
 	err := from.view(func(a *Tx) error {
 		return to.view(func(b *Tx) error {
 			for _, c := range changes {
-				p, err := patchOf(a, b, c.Path)
+				p, err := patchOf(a, b, c)
 				if err != nil {
 					return err
 				}
@@ -62,7 +64,8 @@ type side struct {
 	size    int64
 }
 
-func gitSide(t *Tx, p string) (side, error) {
+// gitSide reads what t holds at p; a file's content only when read.
+func gitSide(t *Tx, p string, read bool) (side, error) {
 	n, err := lookupNoFollow(t, p)
 	if err != nil || n == nil {
 		return side{}, err
@@ -77,6 +80,9 @@ func gitSide(t *Tx, p string) (side, error) {
 		}
 		if n.Size > MaxTextDiff {
 			s.big = true
+			return s, nil
+		}
+		if !read {
 			return s, nil
 		}
 		s.content = make([]byte, n.Size)
@@ -108,13 +114,17 @@ func (s side) binary() bool {
 	return s.big || bytes.IndexByte(s.content[:min(len(s.content), 8000)], 0) >= 0
 }
 
-func patchOf(a, b *Tx, p string) (FilePatch, error) {
+func patchOf(a, b *Tx, c Change) (FilePatch, error) {
+	if c.Kind == Renamed {
+		return renamePatch(a, b, c)
+	}
+	p := c.Path
 	fp := FilePatch{Path: p}
-	sa, err := gitSide(a, p)
+	sa, err := gitSide(a, p, true)
 	if err != nil {
 		return fp, err
 	}
-	sb, err := gitSide(b, p)
+	sb, err := gitSide(b, p, true)
 	if err != nil {
 		return fp, err
 	}
@@ -131,6 +141,39 @@ func patchOf(a, b *Tx, p string) (FilePatch, error) {
 	default:
 		fp.section(&w, p, sa, sb)
 	}
+	fp.Text = w.String()
+	return fp, nil
+}
+
+// renamePatch is the patch of a rename: its content is read only when it
+// changed, which the chunk hashes tell.
+func renamePatch(a, b *Tx, c Change) (FilePatch, error) {
+	fp := FilePatch{Path: c.Path, From: c.From}
+	ka, err := contentKey(a, c.From)
+	if err != nil {
+		return fp, err
+	}
+	kb, err := contentKey(b, c.Path)
+	if err != nil {
+		return fp, err
+	}
+	same := ka == kb
+	sa, err := gitSide(a, c.From, !same)
+	if err != nil {
+		return fp, err
+	}
+	sb, err := gitSide(b, c.Path, !same)
+	if err != nil {
+		return fp, err
+	}
+	fp.SizeBefore, fp.SizeAfter = sa.size, sb.size
+	sim := 100
+	if !same {
+		fp.Binary = sa.binary() || sb.binary()
+		sim = min(99, similarity(lineCounts(sa.content), lineCounts(sb.content), sa.size, sb.size))
+	}
+	var w strings.Builder
+	fp.rename(&w, c.From, c.Path, sa, sb, sim, same)
 	fp.Text = w.String()
 	return fp, nil
 }
@@ -158,6 +201,27 @@ func (fp *FilePatch) section(w *strings.Builder, p string, a, b side) {
 	if same || (len(a.content) == 0 && len(b.content) == 0 && !a.big && !b.big) {
 		return
 	}
+	fp.body(w, nameA, nameB, a, b)
+}
+
+// rename writes the section of a rename from old to p, with similarity
+// sim; same: the content is the same, and only the header is written.
+func (fp *FilePatch) rename(w *strings.Builder, old, p string, a, b side, sim int, same bool) {
+	ro, rp := strings.TrimPrefix(old, "/"), strings.TrimPrefix(p, "/")
+	nameA, nameB := quoteGit("a/"+ro), quoteGit("b/"+rp)
+	fmt.Fprintf(w, "diff --git %s %s\n", nameA, nameB)
+	fmt.Fprintf(w, "similarity index %d%%\nrename from %s\nrename to %s\n", sim, quoteGit(ro), quoteGit(rp))
+	if a.mode != b.mode {
+		fmt.Fprintf(w, "old mode %s\nnew mode %s\n", a.mode, b.mode)
+	}
+	if !same {
+		fp.body(w, nameA, nameB, a, b)
+	}
+}
+
+// body writes the content change from a to b of a section whose header
+// is written: a binary patch, or the hunks.
+func (fp *FilePatch) body(w *strings.Builder, nameA, nameB string, a, b side) {
 	if a.binary() || b.binary() {
 		if a.big || b.big {
 			fmt.Fprintf(w, "Binary files %s and %s differ\n", nameA, nameB)
