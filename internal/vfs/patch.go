@@ -37,8 +37,11 @@ const patchContext = 3
 
 // Patches returns the git patch of each change of Diff(from, to), in the
 // same order. Only the changed paths are read; a path's content is read
-// whole, up to MaxTextDiff, and compared line by line (Myers' algorithm,
-// from github.com/sergi/go-diff).
+// whole, up to MaxTextDiff, a chunk both sides hold fetched once, and
+// compared line by line (Myers' algorithm, from github.com/sergi/go-diff).
+// A rename with the same content (same chunk hashes) is not read at all.
+// Git needs every byte of a binary file for its blob names, so a binary
+// patch reads both sides whole too.
 func Patches(from, to StateRef, changes []Change) ([]FilePatch, error) {
 	out := make([]FilePatch, 0, len(changes))
 	err := from.view(func(a *Tx) error {
@@ -65,7 +68,7 @@ type side struct {
 }
 
 // gitSide reads what t holds at p; a file's content only when read.
-func gitSide(t *Tx, p string, read bool) (side, error) {
+func gitSide(t *Tx, p string, read bool, memo chunkMemo) (side, error) {
 	n, err := lookupNoFollow(t, p)
 	if err != nil || n == nil {
 		return side{}, err
@@ -85,21 +88,41 @@ func gitSide(t *Tx, p string, read bool) (side, error) {
 		if !read {
 			return s, nil
 		}
-		s.content = make([]byte, n.Size)
-		for off := 0; off < len(s.content); {
-			k, err := t.Read(n.Ino, int64(off), s.content[off:])
-			if err != nil {
-				return s, err
-			}
-			if k == 0 {
-				s.content = s.content[:off]
-				break
-			}
-			off += k
-		}
-		return s, nil
+		s.content, err = readChunks(t, n, memo)
+		return s, err
 	}
 	return side{}, nil
+}
+
+// chunkMemo holds the chunks read for one change, by hash, so that a
+// chunk both sides hold is fetched once.
+type chunkMemo map[string][]byte
+
+// readChunks reads file n whole, chunk by chunk, taking from memo (when
+// not nil) the chunks already read and adding those it reads.
+func readChunks(t *Tx, n *inode, memo chunkMemo) ([]byte, error) {
+	content := make([]byte, n.Size)
+	for i := uint64(0); i*ChunkSize < n.Size; i++ {
+		dst := content[i*ChunkSize : min(n.Size, (i+1)*ChunkSize)]
+		sum, _, ok, err := t.chunkRef(n, i)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue // a hole reads as zeros
+		}
+		data, seen := memo[string(sum)]
+		if !seen {
+			if data, err = t.chunkData(n, i); err != nil {
+				return nil, err
+			}
+		}
+		copy(dst, data)
+		if memo != nil && !seen {
+			memo[string(sum)] = dst[:min(len(dst), len(data))]
+		}
+	}
+	return content, nil
 }
 
 // blobID is the side's git object name; all zeros when absent, as git writes.
@@ -120,11 +143,12 @@ func patchOf(a, b *Tx, c Change) (FilePatch, error) {
 	}
 	p := c.Path
 	fp := FilePatch{Path: p}
-	sa, err := gitSide(a, p, true)
+	memo := chunkMemo{}
+	sa, err := gitSide(a, p, true, memo)
 	if err != nil {
 		return fp, err
 	}
-	sb, err := gitSide(b, p, true)
+	sb, err := gitSide(b, p, true, memo)
 	if err != nil {
 		return fp, err
 	}
@@ -158,11 +182,12 @@ func renamePatch(a, b *Tx, c Change) (FilePatch, error) {
 		return fp, err
 	}
 	same := ka == kb
-	sa, err := gitSide(a, c.From, !same)
+	memo := chunkMemo{}
+	sa, err := gitSide(a, c.From, !same, memo)
 	if err != nil {
 		return fp, err
 	}
-	sb, err := gitSide(b, c.Path, !same)
+	sb, err := gitSide(b, c.Path, !same, memo)
 	if err != nil {
 		return fp, err
 	}

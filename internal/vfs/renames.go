@@ -152,7 +152,7 @@ func similarPairs(a, b *Tx, changes []Change, dels, adds []int, pairs map[int]in
 		if size > maxSimilarSize {
 			return nil, nil
 		}
-		s, err := gitSide(t, changes[i].Path, true)
+		s, err := gitSide(t, changes[i].Path, true, nil)
 		if err != nil || s.binary() {
 			return nil, err
 		}
