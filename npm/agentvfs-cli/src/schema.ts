@@ -800,6 +800,12 @@ export interface TransferResult {
     reason: string;
   }[];
   duration_ms: DurationMs;
+  /** import only, of a directory into /: the origin it recorded, as vault info shows it (a checkpoint "origin", or "origin-N" when taken); absent otherwise */
+  origin?: {
+    host_dir: string;
+    checkpoint: string;
+    recorded_at: string;
+  };
 }
 
 /**
@@ -868,7 +874,7 @@ export interface VaultInfoResult {
   usage: Usage;
   quota: Quota;
   file_size: Bytes;
-  /** where the content came from (vault create --from): the host directory and the checkpoint holding the import; null otherwise */
+  /** where the content came from (vault create --from, or avfs import of a directory into /): the host directory and the checkpoint holding the import; null otherwise */
   origin?: null | {
     host_dir: string;
     checkpoint: string;
