@@ -286,7 +286,7 @@ export interface DiffResult {
     size_before: Bytes;
     size_after: Bytes;
     /** the old path of a rename (kind renamed); null otherwise: checkpoint diff lists a rename as a deletion and an addition */
-    from: string | null;
+    from?: string | null;
   }[];
   summary: {
     added: number;

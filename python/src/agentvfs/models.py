@@ -253,13 +253,15 @@ class CheckpointDeleted(Document):
 
 @dataclass(frozen=True)
 class DiffEntry(Document):
-    """One changed path; ``kind`` is added, modified, deleted, type_changed or mode_changed."""
+    """One changed path; ``kind`` is added, modified, deleted, type_changed or mode_changed
+    (``from_`` is None: checkpoint diff shows a rename as a deletion and an addition)."""
 
     path: str
     kind: str
     type: str
     size_before: int
     size_after: int
+    from_: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -285,17 +287,29 @@ class Diff(Document):
 @dataclass(frozen=True)
 class ContentDiffEntry(Document):
     """One changed path of ``avfs diff``, with its git-format ``patch``
-    (None when ``binary`` or when git keeps nothing of the path)."""
+    (None when ``binary`` or when git keeps nothing of the path); a
+    ``renamed`` one names its old path in ``from_``."""
 
     path: str
     kind: str
     type: str
     size_before: int
     size_after: int
+    from_: Optional[str]
     patch: Optional[str]
     binary: bool
     insertions: int
     deletions: int
+
+
+@dataclass(frozen=True)
+class ContentDiffSummary(Document):
+    added: int
+    modified: int
+    deleted: int
+    renamed: int
+    type_changed: int
+    mode_changed: int
 
 
 @dataclass(frozen=True)
@@ -306,8 +320,8 @@ class ContentDiff(Document):
     from_: str
     to: str
     changes: List[ContentDiffEntry]
-    summary: DiffSummary
-    nested = {"changes": ContentDiffEntry, "summary": DiffSummary}
+    summary: ContentDiffSummary
+    nested = {"changes": ContentDiffEntry, "summary": ContentDiffSummary}
 
 
 # --- files -----------------------------------------------------------------
