@@ -39,9 +39,7 @@ func (r contentDiff) human(w io.Writer) {
 		if r.stat {
 			fmt.Fprintln(w)
 		}
-		for _, p := range r.patches {
-			io.WriteString(w, p.Text)
-		}
+		io.WriteString(w, vfs.PatchText(r.patches))
 	}
 	if !r.stat && !r.patch {
 		l := diffResult{From: r.From, To: r.To}
@@ -108,10 +106,7 @@ files are never read. Text is compared line by line with Myers' algorithm
 			if to, err = r.Resolve(argOr(args, 1, refs.Working)); err != nil {
 				return nil, err
 			}
-			changes, err := vfs.Diff(from.StateRef, to.StateRef)
-			if err == nil {
-				changes, err = vfs.FindRenames(from.StateRef, to.StateRef, changes)
-			}
+			changes, patches, err := vfs.ContentDiff(from.StateRef, to.StateRef, patch || stat || a.jsonOut)
 			if err != nil {
 				return nil, err
 			}
@@ -120,11 +115,7 @@ files are never read. Text is compared line by line with Myers' algorithm
 			for _, k := range []vfs.ChangeKind{vfs.Added, vfs.Modified, vfs.Deleted, vfs.Renamed, vfs.TypeChanged, vfs.ModeChanged} {
 				res.Summary[string(k)] = 0
 			}
-			if patch || stat || a.jsonOut {
-				if res.patches, err = vfs.Patches(from.StateRef, to.StateRef, changes); err != nil {
-					return nil, err
-				}
-			}
+			res.patches = patches
 			for i, c := range changes {
 				cc := contentChange{change: change{Path: c.Path, Kind: string(c.Kind), Type: c.Type,
 					SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter}}

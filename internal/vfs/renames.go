@@ -235,3 +235,27 @@ func similarity(a, b map[string]int, sizeA, sizeB int64) int {
 	}
 	return int(common * 100 / max(sizeA, sizeB))
 }
+
+// ContentDiff is what `avfs diff` shows, for every caller (the CLI, the
+// MCP server): Diff with renames paired (FindRenames), and when
+// withPatches each change's patch, in the same order.
+func ContentDiff(from, to StateRef, withPatches bool) ([]Change, []FilePatch, error) {
+	changes, err := Diff(from, to)
+	if err == nil {
+		changes, err = FindRenames(from, to, changes)
+	}
+	if err != nil || !withPatches {
+		return changes, nil, err
+	}
+	patches, err := Patches(from, to, changes)
+	return changes, patches, err
+}
+
+// PatchText is the patch of all of ps, as `avfs diff --patch` prints it.
+func PatchText(ps []FilePatch) string {
+	var b strings.Builder
+	for _, p := range ps {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
