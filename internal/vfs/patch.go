@@ -43,20 +43,26 @@ const patchContext = 3
 // Git needs every byte of a binary file for its blob names, so a binary
 // patch reads both sides whole too.
 func Patches(from, to StateRef, changes []Change) ([]FilePatch, error) {
-	out := make([]FilePatch, 0, len(changes))
+	var out []FilePatch
 	err := from.view(func(a *Tx) error {
-		return to.view(func(b *Tx) error {
-			for _, c := range changes {
-				p, err := patchOf(a, b, c)
-				if err != nil {
-					return err
-				}
-				out = append(out, p)
-			}
-			return nil
+		return to.view(func(b *Tx) (err error) {
+			out, err = patchesIn(a, b, changes)
+			return err
 		})
 	})
 	return out, err
+}
+
+func patchesIn(a, b *Tx, changes []Change) ([]FilePatch, error) {
+	out := make([]FilePatch, 0, len(changes))
+	for _, c := range changes {
+		p, err := patchOf(a, b, c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // side is what one state holds at a path, as git sees it.

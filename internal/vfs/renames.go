@@ -33,6 +33,17 @@ const (
 // of at most maxSimilarSize. Empty files are never paired: git would
 // not show them as renames either.
 func FindRenames(from, to StateRef, changes []Change) ([]Change, error) {
+	var out []Change
+	err := from.view(func(a *Tx) error {
+		return to.view(func(b *Tx) (err error) {
+			out, err = renamesIn(a, b, changes)
+			return err
+		})
+	})
+	return out, err
+}
+
+func renamesIn(a, b *Tx, changes []Change) ([]Change, error) {
 	var dels, adds []int
 	for i, c := range changes {
 		if c.Type != TypeFile.String() || c.From != "" {
@@ -49,44 +60,39 @@ func FindRenames(from, to StateRef, changes []Change) ([]Change, error) {
 		return changes, nil
 	}
 	pairs := map[int]int{} // added index → deleted index
-	err := from.view(func(a *Tx) error {
-		return to.view(func(b *Tx) error {
-			byKey := map[string][]int{}
-			for _, i := range dels {
-				k, err := contentKey(a, changes[i].Path)
-				if err != nil {
-					return err
-				}
-				byKey[k] = append(byKey[k], i)
-			}
-			var restAdds []int
-			for _, i := range adds {
-				k, err := contentKey(b, changes[i].Path)
-				if err != nil {
-					return err
-				}
-				if cands := byKey[k]; k != "" && len(cands) > 0 {
-					j := bestName(changes, cands, changes[i].Path)
-					pairs[i] = cands[j]
-					byKey[k] = slices.Delete(cands, j, j+1)
-					continue
-				}
-				restAdds = append(restAdds, i)
-			}
-			paired := map[int]bool{}
-			for _, d := range pairs {
-				paired[d] = true
-			}
-			var restDels []int
-			for _, i := range dels {
-				if !paired[i] {
-					restDels = append(restDels, i)
-				}
-			}
-			return similarPairs(a, b, changes, restDels, restAdds, pairs)
-		})
-	})
-	if err != nil {
+	byKey := map[string][]int{}
+	for _, i := range dels {
+		k, err := contentKey(a, changes[i].Path)
+		if err != nil {
+			return nil, err
+		}
+		byKey[k] = append(byKey[k], i)
+	}
+	var restAdds []int
+	for _, i := range adds {
+		k, err := contentKey(b, changes[i].Path)
+		if err != nil {
+			return nil, err
+		}
+		if cands := byKey[k]; k != "" && len(cands) > 0 {
+			j := bestName(changes, cands, changes[i].Path)
+			pairs[i] = cands[j]
+			byKey[k] = slices.Delete(cands, j, j+1)
+			continue
+		}
+		restAdds = append(restAdds, i)
+	}
+	paired := map[int]bool{}
+	for _, d := range pairs {
+		paired[d] = true
+	}
+	var restDels []int
+	for _, i := range dels {
+		if !paired[i] {
+			restDels = append(restDels, i)
+		}
+	}
+	if err := similarPairs(a, b, changes, restDels, restAdds, pairs); err != nil {
 		return nil, err
 	}
 	gone := map[int]bool{}
@@ -238,16 +244,21 @@ func similarity(a, b map[string]int, sizeA, sizeB int64) int {
 
 // ContentDiff is what `avfs diff` shows, for every caller (the CLI, the
 // MCP server): Diff with renames paired (FindRenames), and when
-// withPatches each change's patch, in the same order.
-func ContentDiff(from, to StateRef, withPatches bool) ([]Change, []FilePatch, error) {
-	changes, err := Diff(from, to)
-	if err == nil {
-		changes, err = FindRenames(from, to, changes)
-	}
-	if err != nil || !withPatches {
-		return changes, nil, err
-	}
-	patches, err := Patches(from, to, changes)
+// withPatches each change's patch, in the same order, all read from one
+// snapshot of each state (a live mount may be writing).
+func ContentDiff(from, to StateRef, withPatches bool) (changes []Change, patches []FilePatch, err error) {
+	err = from.view(func(a *Tx) error {
+		return to.view(func(b *Tx) error {
+			changes, err = diffIn(a, b)
+			if err == nil {
+				changes, err = renamesIn(a, b, changes)
+			}
+			if err == nil && withPatches {
+				patches, err = patchesIn(a, b, changes)
+			}
+			return err
+		})
+	})
 	return changes, patches, err
 }
 
