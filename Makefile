@@ -1,12 +1,22 @@
 # avfs — the two set-up commands are `make demo` and `make test` (see README).
 GO        ?= go
 BIN       := bin/avfs
+PREFIX    ?= /usr/local
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test test-go test-npm test-python deps lint vet staticcheck bench demo release clean
+.PHONY: build install uninstall test test-go test-npm test-python deps lint vet staticcheck bench demo release clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/avfs
+
+# install puts bin/avfs on PATH: $(DESTDIR)$(PREFIX)/bin/avfs (PREFIX
+# defaults to /usr/local; PREFIX=$$HOME/.local needs no root).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/avfs
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/avfs
 
 # deps installs what the tests need on a fresh Debian machine (idempotent).
 deps:
@@ -43,8 +53,10 @@ bench: build
 demo: build
 	@bash scripts/demo.sh
 
-# Release builds: linux and darwin × amd64 and arm64, CGO_ENABLED=0, with
-# dist/SHA256SUMS; VERSION=v1.2.3 stamps the version.
+# Release builds: linux and darwin × amd64 and arm64, CGO_ENABLED=0, the
+# npm packages (dist/npm/*.tgz) and the Python sdist and wheels
+# (dist/python/), ready to publish, with dist/SHA256SUMS; VERSION=v1.2.3
+# stamps the binaries' version (PACKAGES=0: binaries only).
 release:
 	bash scripts/release.sh $(VERSION)
 

@@ -22,7 +22,7 @@ import (
 // was named but cannot be run is an error, never silently replaced.
 func (h *Home) binary(op string) (string, error) {
 	notFound := func(err error) error {
-		return &errs.Error{Kind: BinaryNotFound, Op: op, Err: err,
+		return &errs.Error{Kind: errs.Kind(BinaryNotFound), Op: op, Err: err,
 			Hint: "install avfs on PATH, or pass avfs.WithBinary(path) to OpenHome"}
 	}
 	named, from := h.bin, "WithBinary"
@@ -49,7 +49,8 @@ func (h *Home) binary(op string) (string, error) {
 }
 
 // run runs `avfs --json --home DIR ARGS...` and returns its document. A
-// failure is the *Error its error document describes. When ctx ends the
+// failure is the internal error its error document describes (the proxy
+// reads its kind; the exported calls wrap it). When ctx ends the
 // program gets SIGTERM, which it handles as Ctrl-C (it stops what it
 // started and says so), and SIGKILL if it has not exited 5 s later; the
 // error is then Interrupted.
@@ -100,7 +101,7 @@ func (h *Home) run(ctx context.Context, op string, args ...string) ([]byte, erro
 	if len(extra) == 0 {
 		extra = nil
 	}
-	e := &errs.Error{Kind: doc.Error, Op: doc.Op, Path: doc.Path, Vault: doc.Vault, Hint: doc.Hint, Extra: extra}
+	e := &errs.Error{Kind: errs.Kind(doc.Error), Op: doc.Op, Path: doc.Path, Vault: doc.Vault, Hint: doc.Hint, Extra: extra}
 	e.Err = errors.New(cause(e, doc.Message))
 	return nil, e
 }

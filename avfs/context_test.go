@@ -51,7 +51,7 @@ func TestExecContext(t *testing.T) {
 	if took > grace+2*time.Second {
 		t.Errorf("Exec returned %s after the cancel, want under %s", took, grace+2*time.Second)
 	}
-	if env == nil || env.Result.State != avfs.StateInterrupted || env.Success || env.Result.Signal == nil || *env.Result.Signal != "SIGTERM" {
+	if env == nil || env.Result.State != avfs.StateInterrupted || env.Success || env.Result.Signal != "SIGTERM" {
 		t.Fatalf("envelope of the cancelled run: %+v", env)
 	}
 	if len(env.Result.Changes) != 1 || env.Result.Changes[0].Path != "/x.txt" {
@@ -63,7 +63,7 @@ func TestExecContext(t *testing.T) {
 	// Undo with the ended ctx changes nothing; with a live one it undoes.
 	_, err = h.Undo(ctx, "c", env.ID)
 	wantKind(t, err, avfs.Interrupted)
-	if _, err := v.Stat("/x.txt"); err != nil {
+	if _, err := v.Stat(t.Context(), "/x.txt"); err != nil {
 		t.Errorf("an Undo with an ended ctx changed the vault: %v", err)
 	}
 	if _, err := h.Undo(context.Background(), "c", env.ID); err != nil {
@@ -76,7 +76,7 @@ func TestExecContext(t *testing.T) {
 	if env != nil {
 		t.Errorf("a run with an ended ctx has an envelope: %+v", env)
 	}
-	if cps, _ := v.Checkpoints(); len(cps) != 1 {
+	if cps, _ := v.Checkpoints(t.Context()); len(cps) != 1 {
 		t.Errorf("checkpoints after the runs: %+v, want the interrupted run's only", cps)
 	}
 
@@ -91,7 +91,7 @@ func TestExecContext(t *testing.T) {
 	dir := t.TempDir()
 	_, err = h.Mount(ctx, "c", dir, nil)
 	wantKind(t, err, avfs.Interrupted)
-	if mounts, _ := h.Mounts(); len(mounts) != 0 {
+	if mounts, _ := h.Mounts(t.Context()); len(mounts) != 0 {
 		t.Errorf("mounts after a cancelled Mount: %+v", mounts)
 	}
 }
@@ -165,22 +165,22 @@ func TestExecContextBeforeCommand(t *testing.T) {
 		if pid := left(); pid != 0 {
 			t.Fatalf("a process of the run (pid %d) still runs", pid)
 		}
-		if mounts, err := h.Mounts(); err != nil || len(mounts) != 0 {
+		if mounts, err := h.Mounts(t.Context()); err != nil || len(mounts) != 0 {
 			t.Fatalf("mounts after the interrupted run: %+v, %v", mounts, err)
 		}
 		if env.Result.ExitCode != nil {
 			t.Logf("attempt %d: the mount was ready before the cancel", attempt)
 			continue
 		}
-		if env.Result.Error == nil || env.Result.Error.Error != string(avfs.Interrupted) {
+		if env.Result.Error == nil || env.Result.Error.Kind != avfs.Interrupted {
 			t.Errorf("the run's error: %+v, want Interrupted", env.Result.Error)
 		}
-		v, err := h.Open(vault)
+		v, err := h.Open(t.Context(), vault)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer v.Close()
-		if _, err := v.Stat("/ran.txt"); !avfs.IsKind(err, avfs.NotFound) {
+		if _, err := v.Stat(t.Context(), "/ran.txt"); !avfs.IsKind(err, avfs.NotFound) {
 			t.Errorf("the command ran: %v", err)
 		}
 		return

@@ -22,6 +22,8 @@
 // Files are read and written by path (Vault.ReadFile, Vault.WriteFile,
 // Vault.ReadDir, ...). Every call is one transaction: a write is all or
 // nothing, and quotas are checked inside it.
+// Vault.FS and Vault.FSAt give a state (the working state, a checkpoint,
+// a proxy run's before and after) as an io/fs file system.
 //
 // # Mounts and commands
 //
@@ -51,7 +53,17 @@
 //
 // Every error is an *Error carrying a Kind, the stable name the CLI prints
 // in its JSON error documents (docs/json-contract.md). Test it with
-// IsKind(err, VaultNotFound), or errors.As(err, &e) with e an *Error.
+// IsKind(err, VaultNotFound), errors.Is(err, VaultNotFound), or
+// errors.As(err, &e) with e an *Error.
+//
+// # Types and contexts
+//
+// The package defines every type it returns (none is an internal one, so
+// go doc shows their fields): durations are time.Duration, times are
+// time.Time in UTC, and states, kinds and modes are typed string enums
+// whose values are the strings the CLI prints. Every call that can block
+// takes a context.Context first; one whose context has already ended does
+// nothing and returns an Interrupted error.
 //
 // A vault mounted read-write has one writer, its mount: writes through
 // this package then fail with VaultLocked until it is unmounted; reads,

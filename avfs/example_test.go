@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log"
 	"os"
 	"path/filepath"
@@ -26,28 +27,29 @@ func newHome() (*avfs.Home, func()) {
 }
 
 func ExampleHome_Create() {
+	ctx := context.Background()
 	home, cleanup := newHome() // avfs.OpenHome(dir); "" is $AVFS_HOME or ~/.avfs
 	defer cleanup()
 
-	v, err := home.Create("workspace", nil)
+	v, err := home.Create(ctx, "workspace", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer v.Close()
-	if err := v.MkdirAll("/src", 0o755); err != nil {
+	if err := v.MkdirAll(ctx, "/src", 0o755); err != nil {
 		log.Fatal(err)
 	}
-	if err := v.WriteFile("/src/main.go", []byte("package main\n"), 0o644); err != nil {
+	if err := v.WriteFile(ctx, "/src/main.go", []byte("package main\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	entries, err := v.ReadDir("/src")
+	entries, err := v.ReadDir(ctx, "/src")
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, e := range entries {
 		fmt.Println(e.Name, e.Type, e.Size, e.Mode)
 	}
-	vaults, _ := home.List()
+	vaults, _ := home.List(ctx)
 	for _, info := range vaults {
 		fmt.Println(info.Name, info.Backend)
 	}
@@ -57,38 +59,39 @@ func ExampleHome_Create() {
 }
 
 func ExampleHome_Fork() {
+	ctx := context.Background()
 	home, cleanup := newHome()
 	defer cleanup()
 
-	base, err := home.Create("base", nil)
+	base, err := home.Create(ctx, "base", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer base.Close()
-	if err := base.WriteFile("/README", []byte("shared\n"), 0o644); err != nil {
+	if err := base.WriteFile(ctx, "/README", []byte("shared\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
 
 	// A fork starts as base's working state, in O(1), and goes its own way.
-	task, err := home.Fork("base", "task-1")
+	task, err := home.Fork(ctx, "base", "task-1")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer task.Close()
-	if err := task.WriteFile("/README", []byte("changed in the fork\n"), 0o644); err != nil {
+	if err := task.WriteFile(ctx, "/README", []byte("changed in the fork\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	if err := task.WriteFile("/result.txt", []byte("42\n"), 0o644); err != nil {
+	if err := task.WriteFile(ctx, "/result.txt", []byte("42\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
 
-	b, _ := base.ReadFile("/README")
+	b, _ := base.ReadFile(ctx, "/README")
 	fmt.Printf("base: %s", b)
-	b, _ = task.ReadFile("/README")
+	b, _ = task.ReadFile(ctx, "/README")
 	fmt.Printf("task-1: %s", b)
 
 	// What the fork changed, compared with its parent.
-	changes, err := avfs.Diff(avfs.State{Vault: base}, avfs.State{Vault: task})
+	changes, err := avfs.Diff(ctx, avfs.State{Vault: base}, avfs.State{Vault: task})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -97,7 +100,7 @@ func ExampleHome_Fork() {
 	}
 
 	// A vault with forks cannot be deleted before them.
-	err = home.Delete("base")
+	err = home.Delete(ctx, "base")
 	fmt.Println(avfs.IsKind(err, avfs.VaultHasForks))
 	// Output:
 	// base: shared
@@ -108,25 +111,26 @@ func ExampleHome_Fork() {
 }
 
 func ExampleVault_SaveCheckpoint() {
+	ctx := context.Background()
 	home, cleanup := newHome()
 	defer cleanup()
-	v, err := home.Create("work", nil)
+	v, err := home.Create(ctx, "work", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer v.Close()
 
-	if err := v.WriteFile("/config.toml", []byte("debug = false\n"), 0o644); err != nil {
+	if err := v.WriteFile(ctx, "/config.toml", []byte("debug = false\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
 	// O(1), whatever the vault holds.
-	cp, err := v.SaveCheckpoint("before-agent", "known good")
+	cp, err := v.SaveCheckpoint(ctx, "before-agent", "known good")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(cp.Name, cp.Message, cp.Files, cp.Bytes)
 
-	cps, _ := v.Checkpoints()
+	cps, _ := v.Checkpoints(ctx)
 	fmt.Println(len(cps))
 	// Output:
 	// before-agent known good 1 14
@@ -134,34 +138,35 @@ func ExampleVault_SaveCheckpoint() {
 }
 
 func ExampleVault_RestoreCheckpoint() {
+	ctx := context.Background()
 	home, cleanup := newHome()
 	defer cleanup()
-	v, err := home.Create("work", nil)
+	v, err := home.Create(ctx, "work", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer v.Close()
 
-	if err := v.WriteFile("/notes.txt", []byte("v1\n"), 0o644); err != nil {
+	if err := v.WriteFile(ctx, "/notes.txt", []byte("v1\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := v.SaveCheckpoint("v1", ""); err != nil {
+	if _, err := v.SaveCheckpoint(ctx, "v1", ""); err != nil {
 		log.Fatal(err)
 	}
 	// An agent makes a mess...
-	if err := v.WriteFile("/notes.txt", []byte("garbage\n"), 0o644); err != nil {
+	if err := v.WriteFile(ctx, "/notes.txt", []byte("garbage\n"), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	if err := v.WriteFile("/tmp.bin", []byte{0, 1, 2}, 0o600); err != nil {
+	if err := v.WriteFile(ctx, "/tmp.bin", []byte{0, 1, 2}, 0o600); err != nil {
 		log.Fatal(err)
 	}
 	// ...and it is undone in O(1).
-	if err := v.RestoreCheckpoint("v1"); err != nil {
+	if err := v.RestoreCheckpoint(ctx, "v1"); err != nil {
 		log.Fatal(err)
 	}
-	b, _ := v.ReadFile("/notes.txt")
+	b, _ := v.ReadFile(ctx, "/notes.txt")
 	fmt.Printf("%s", b)
-	_, err = v.Stat("/tmp.bin")
+	_, err = v.Stat(ctx, "/tmp.bin")
 	fmt.Println(avfs.IsKind(err, avfs.NotFound))
 	// Output:
 	// v1
@@ -169,26 +174,27 @@ func ExampleVault_RestoreCheckpoint() {
 }
 
 func ExampleVault_Diff() {
+	ctx := context.Background()
 	home, cleanup := newHome()
 	defer cleanup()
-	v, err := home.Create("work", nil)
+	v, err := home.Create(ctx, "work", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer v.Close()
 
-	_ = v.WriteFile("/keep.txt", []byte("same\n"), 0o644)
-	_ = v.WriteFile("/edit.txt", []byte("old\n"), 0o644)
-	_ = v.WriteFile("/drop.txt", []byte("bye\n"), 0o644)
-	if _, err := v.SaveCheckpoint("start", ""); err != nil {
+	_ = v.WriteFile(ctx, "/keep.txt", []byte("same\n"), 0o644)
+	_ = v.WriteFile(ctx, "/edit.txt", []byte("old\n"), 0o644)
+	_ = v.WriteFile(ctx, "/drop.txt", []byte("bye\n"), 0o644)
+	if _, err := v.SaveCheckpoint(ctx, "start", ""); err != nil {
 		log.Fatal(err)
 	}
-	_ = v.WriteFile("/edit.txt", []byte("new content\n"), 0o644)
-	_ = v.Remove("/drop.txt")
-	_ = v.WriteFile("/new.txt", []byte("hi\n"), 0o644)
+	_ = v.WriteFile(ctx, "/edit.txt", []byte("new content\n"), 0o644)
+	_ = v.Remove(ctx, "/drop.txt")
+	_ = v.WriteFile(ctx, "/new.txt", []byte("hi\n"), 0o644)
 
 	// From checkpoint "start" to the working state ("").
-	changes, err := v.Diff("start", "")
+	changes, err := v.Diff(ctx, "start", "")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -205,12 +211,12 @@ func ExampleHome_Exec() {
 	ctx := context.Background() // ending it stops the command, as Ctrl-C stops `avfs proxy exec`
 	home, cleanup := newHome()
 	defer cleanup()
-	v, err := home.Create("work", nil)
+	v, err := home.Create(ctx, "work", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer v.Close()
-	_ = v.WriteFile("/notes.txt", []byte("remember the milk\n"), 0o644)
+	_ = v.WriteFile(ctx, "/notes.txt", []byte("remember the milk\n"), 0o644)
 
 	// The policy allows this behind a checkpoint; the command runs in a
 	// mount of the vault, and the envelope lists what it changed.
@@ -229,7 +235,7 @@ func ExampleHome_Exec() {
 	if _, err := home.Undo(ctx, "work", env.ID); err != nil {
 		log.Fatal(err)
 	}
-	_, err = v.Stat("/status.txt")
+	_, err = v.Stat(ctx, "/status.txt")
 	fmt.Println("after undo:", avfs.IsKind(err, avfs.NotFound))
 
 	// A command that reaches outside the workspace is denied: nothing runs.
@@ -250,7 +256,7 @@ func ExampleHome_Mount() {
 	ctx := context.Background()
 	home, cleanup := newHome()
 	defer cleanup()
-	v, err := home.Create("work", nil)
+	v, err := home.Create(ctx, "work", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -270,13 +276,13 @@ func ExampleHome_Mount() {
 		log.Fatal(err)
 	}
 	// While mounted read-write, the mount is the vault's only writer.
-	err = v.WriteFile("/other.txt", nil, 0o644)
+	err = v.WriteFile(ctx, "/other.txt", nil, 0o644)
 	fmt.Println("write beside the mount:", avfs.KindOf(err))
 
 	if err := m.Unmount(ctx); err != nil {
 		log.Fatal(err)
 	}
-	b, _ := v.ReadFile("/hello.txt")
+	b, _ := v.ReadFile(ctx, "/hello.txt")
 	fmt.Printf("%s", b)
 	// Output:
 	// write beside the mount: VaultLocked
@@ -284,10 +290,11 @@ func ExampleHome_Mount() {
 }
 
 func ExampleIsKind() {
+	ctx := context.Background()
 	home, cleanup := newHome()
 	defer cleanup()
 
-	_, err := home.Open("nope")
+	_, err := home.Open(ctx, "nope")
 	fmt.Println(avfs.IsKind(err, avfs.VaultNotFound))
 
 	var e *avfs.Error
@@ -300,21 +307,22 @@ func ExampleIsKind() {
 }
 
 func ExamplePatch() {
+	ctx := context.Background()
 	home, cleanup := newHome()
 	defer cleanup()
-	v, err := home.Create("work", nil)
+	v, err := home.Create(ctx, "work", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer v.Close()
 
-	_ = v.WriteFile("/edit.txt", []byte("one\ntwo\n"), 0o644)
-	if _, err := v.SaveCheckpoint("start", ""); err != nil {
+	_ = v.WriteFile(ctx, "/edit.txt", []byte("one\ntwo\n"), 0o644)
+	if _, err := v.SaveCheckpoint(ctx, "start", ""); err != nil {
 		log.Fatal(err)
 	}
-	_ = v.WriteFile("/edit.txt", []byte("one\n2\n"), 0o644)
+	_ = v.WriteFile(ctx, "/edit.txt", []byte("one\n2\n"), 0o644)
 
-	patches, err := avfs.Patch(avfs.State{Vault: v, Checkpoint: "start"}, avfs.State{Vault: v})
+	patches, err := avfs.Patch(ctx, avfs.State{Vault: v, Checkpoint: "start"}, avfs.State{Vault: v})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -329,4 +337,40 @@ func ExamplePatch() {
 	//  one
 	// -two
 	// +2
+}
+
+func ExampleVault_FSAt() {
+	ctx := context.Background()
+	home, cleanup := newHome()
+	defer cleanup()
+	v, err := home.Create(ctx, "w", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v.Close()
+	_ = v.MkdirAll(ctx, "/docs", 0o755)
+	_ = v.WriteFile(ctx, "/docs/a.md", []byte("first\n"), 0o644)
+	if _, err := v.SaveCheckpoint(ctx, "v1", ""); err != nil {
+		log.Fatal(err)
+	}
+	_ = v.WriteFile(ctx, "/docs/b.md", []byte("later\n"), 0o644)
+
+	// Any io/fs code reads a state of the vault: here the checkpoint,
+	// which does not see the later file.
+	v1, err := v.FSAt(ctx, "v1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer v1.Close()
+	_ = fs.WalkDir(v1, ".", func(path string, d fs.DirEntry, err error) error {
+		fmt.Println(path, d.IsDir())
+		return err
+	})
+	now, _ := fs.Glob(v.FS(), "docs/*.md")
+	fmt.Println(now)
+	// Output:
+	// . true
+	// docs true
+	// docs/a.md false
+	// [docs/a.md docs/b.md]
 }

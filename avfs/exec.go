@@ -23,9 +23,10 @@ type ExecRequest struct {
 	Grace   time.Duration // zero is DefaultGrace
 	// ReadOnly runs on a read-only mount: no checkpoint, no changes.
 	ReadOnly bool
-	// Checkpoint keeps the run's pre-run checkpoint: "auto" (the default)
-	// or "always" keep it, "never" deletes it after the change summary.
-	Checkpoint string
+	// Checkpoint keeps the run's pre-run checkpoint: CheckpointAuto (the
+	// default, "") or CheckpointAlways keep it, CheckpointNever deletes it
+	// after the change summary.
+	Checkpoint CheckpointMode
 	Env        []string  // KEY=VALUE added to the command's environment
 	Stdin      io.Reader // nil is /dev/null
 	MaxOutput  int64     // bytes of stdout and of stderr kept; zero is 1 MiB
@@ -36,11 +37,9 @@ type ExecRequest struct {
 	// DefaultLinger, NoLinger unmounts after the run.
 	Linger   time.Duration
 	Approval string // run the request approved under this id
-	// Isolate is the kernel boundary of the command: "" or "auto" (user,
-	// mount, PID, IPC, UTS and network namespaces where the host can make
-	// them, else none, as Result.Isolation says), "on" (or fail with
-	// IsolationUnavailable), "off".
-	Isolate string
+	// Isolate is the kernel boundary of the command: IsolateAuto (the
+	// default, ""), IsolateOn or IsolateOff.
+	Isolate IsolateMode
 	// Stdout and Stderr, when set, get the command's output while it
 	// runs, as it comes, all of it (the envelope keeps MaxOutput bytes of
 	// each). Each is written from its own goroutine; a failed write is
@@ -50,47 +49,18 @@ type ExecRequest struct {
 
 // Limits of a run.
 const (
-	DefaultTimeout = proxy.DefaultTimeout
-	DefaultGrace   = proxy.DefaultGrace
+	// DefaultTimeout is ExecRequest.Timeout's default.
+	DefaultTimeout = 5 * time.Minute
+	// DefaultGrace is ExecRequest.Grace's default: between SIGTERM and
+	// SIGKILL.
+	DefaultGrace = 2 * time.Second
 	// NoTimeout as ExecRequest.Timeout lets the command run as long as it
 	// runs.
 	NoTimeout time.Duration = -1
 	// DefaultLinger is ExecRequest.Linger's default.
-	DefaultLinger = proxy.DefaultLinger
+	DefaultLinger = time.Minute
 	// NoLinger as ExecRequest.Linger unmounts the run's mount after it.
 	NoLinger time.Duration = -1
-)
-
-// Envelope is what a run produced: the same document `avfs proxy exec
-// --json` prints (docs/schema/proxy-exec.json).
-type Envelope = proxy.Envelope
-
-// UndoResult is what Undo did.
-type UndoResult = proxy.UndoResult
-
-// Action is what the policy decided for a command (Envelope.Result.Decision).
-type Action = policy.Action
-
-// The policy's actions.
-const (
-	Allow               = policy.Allow
-	AllowWithCheckpoint = policy.AllowWithCheckpoint
-	RequireApproval     = policy.RequireApproval
-	Deny                = policy.Deny
-)
-
-// The final states of a run (Envelope.Result.State).
-const (
-	StateCompleted = proxy.StateCompleted
-	// StateTimedOut is a command its Timeout stopped.
-	StateTimedOut = proxy.StateTimedOut
-	// StateInterrupted is a run that the end of Exec's ctx stopped: the
-	// command (SIGTERM to its group, SIGKILL after Grace), or a stage
-	// before it.
-	StateInterrupted      = proxy.StateInterrupted
-	StateDenied           = proxy.StateDenied
-	StateAwaitingApproval = proxy.StateAwaitingApproval
-	StateFailed           = proxy.StateFailed
 )
 
 // Exec runs one command in a vault the way `avfs proxy exec` does: the
@@ -120,13 +90,13 @@ func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 	if req.Vault == "" {
 		v, err := h.reg.Current()
 		if err != nil {
-			return nil, err
+			return nil, wrapErr(err)
 		}
 		req.Vault = v
 	}
 	rt, err := h.runtime(req.Vault)
 	if err != nil {
-		return nil, err
+		return nil, wrapErr(err)
 	}
 	switch {
 	case req.Timeout == 0:
@@ -140,35 +110,44 @@ func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 	switch {
 	case req.Linger == 0:
 		if req.Linger, err = proxy.LingerFrom(os.Getenv("AVFS_PROXY_LINGER")); err != nil {
-			return nil, err
+			return nil, wrapErr(err)
 		}
 	case req.Linger < 0:
 		req.Linger = 0
 	}
-	return rt.Exec(ctx, proxy.Request{
+	env, err := rt.Exec(ctx, proxy.Request{
 		Vault: req.Vault, Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd,
 		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
-		Checkpoint: req.Checkpoint, Env: req.Env, Stdin: req.Stdin,
+		Checkpoint: string(req.Checkpoint), Env: req.Env, Stdin: req.Stdin,
 		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Linger: req.Linger, Approval: req.Approval,
-		Isolate: req.Isolate, Stdout: req.Stdout, Stderr: req.Stderr,
+		Isolate: string(req.Isolate), Stdout: req.Stdout, Stderr: req.Stderr,
 	})
+	return envelope(env), wrapErr(err)
 }
 
 // Approve records a person's approval of run id, which awaits it; run it
 // with ExecRequest{Approval: id}. It fails with ApprovalFromRun when called
 // from inside a proxy run, and the approval counts only through the MAC it
 // stores (ApprovalForged otherwise).
-func (h *Home) Approve(id string) (*Envelope, error) { return h.decide(id, true) }
+func (h *Home) Approve(ctx context.Context, id string) (*Envelope, error) {
+	return h.decide(ctx, id, true)
+}
 
 // Reject records a person's refusal of run id.
-func (h *Home) Reject(id string) (*Envelope, error) { return h.decide(id, false) }
+func (h *Home) Reject(ctx context.Context, id string) (*Envelope, error) {
+	return h.decide(ctx, id, false)
+}
 
-func (h *Home) decide(id string, approve bool) (*Envelope, error) {
-	rt, err := h.runtime("")
-	if err != nil {
+func (h *Home) decide(ctx context.Context, id string, approve bool) (*Envelope, error) {
+	if err := stopped(ctx, "proxy approve"); err != nil {
 		return nil, err
 	}
-	return rt.Decide(id, approve)
+	rt, err := h.runtime("")
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	env, err := rt.Decide(id, approve)
+	return envelope(env), wrapErr(err)
 }
 
 // Undo returns vault to the state just before run id (its latest run that
@@ -182,25 +161,26 @@ func (h *Home) Undo(ctx context.Context, vault, id string) (*UndoResult, error) 
 	if vault == "" && id != "" {
 		store, err := proxy.NewStore(h.reg.Dir)
 		if err != nil {
-			return nil, err
+			return nil, wrapErr(err)
 		}
 		e, err := store.Get(id)
 		if err != nil {
-			return nil, err
+			return nil, wrapErr(err)
 		}
 		vault = e.Request.Vault
 	} else if vault == "" {
 		v, err := h.reg.Current()
 		if err != nil {
-			return nil, err
+			return nil, wrapErr(err)
 		}
 		vault = v
 	}
 	rt, err := h.runtime(vault)
 	if err != nil {
-		return nil, err
+		return nil, wrapErr(err)
 	}
-	return rt.Undo(ctx, vault, id)
+	u, err := rt.Undo(ctx, vault, id)
+	return undoResult(u), wrapErr(err)
 }
 
 // runtime is the proxy runtime of this home for vault. Its mounts are
@@ -225,7 +205,7 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 			if m.Owned {
 				opts.OwnerPID = os.Getpid()
 			}
-			_, err := h.Mount(ctx, m.Vault, m.Mountpoint, opts)
+			_, err := h.mount(ctx, m.Vault, m.Mountpoint, opts)
 			return err
 		},
 		Environ: append(os.Environ(), "AVFS_HOME="+h.reg.Dir),

@@ -35,7 +35,24 @@ type Mount struct {
 }
 
 // MountInfo is the record of one mount of a home.
-type MountInfo = mount.Info
+type MountInfo struct {
+	Vault      string
+	Mountpoint string
+	PID        int // the serving process
+	ReadOnly   bool
+	StartedAt  time.Time
+	// IdleTimeout is how long the mount may go unused before it ends; 0:
+	// it lasts until unmounted.
+	IdleTimeout time.Duration
+	// Live is false when the serving process is gone (a stale record,
+	// which `avfs mounts --prune` removes).
+	Live bool
+}
+
+func mountInfo(i mount.Info) MountInfo {
+	return MountInfo{Vault: i.Vault, Mountpoint: i.Mountpoint, PID: i.PID, ReadOnly: i.ReadOnly, StartedAt: i.StartedAt,
+		IdleTimeout: time.Duration(i.IdleTimeoutMS) * time.Millisecond, Live: i.Live}
+}
 
 // Mount serves vault on the existing directory mountpoint and returns once
 // the mount answers. The mount is served by its own avfs process, started
@@ -50,6 +67,13 @@ type MountInfo = mount.Info
 // ctx ends before the mount answers (the serving process is then
 // stopped).
 func (h *Home) Mount(ctx context.Context, vault, mountpoint string, opts *MountOptions) (*Mount, error) {
+	m, err := h.mount(ctx, vault, mountpoint, opts)
+	return m, wrapErr(err)
+}
+
+// mount is Mount with the errors of the layers below, as the proxy,
+// which starts its mounts through it, reads them.
+func (h *Home) mount(ctx context.Context, vault, mountpoint string, opts *MountOptions) (*Mount, error) {
 	if err := mount.Available(); err != nil {
 		return nil, err
 	}
@@ -87,9 +111,22 @@ func (h *Home) Mount(ctx context.Context, vault, mountpoint string, opts *MountO
 // abandoned with an Interrupted error and the server finishes by itself.
 func (m *Mount) Unmount(ctx context.Context) error {
 	_, err := m.home.run(ctx, "unmount", "unmount", m.Mountpoint)
-	return err
+	return wrapErr(err)
 }
 
 // Mounts lists the mounts of this home; Live is false for a mount whose
 // server died.
-func (h *Home) Mounts() ([]MountInfo, error) { return mount.List(h.reg) }
+func (h *Home) Mounts(ctx context.Context) ([]MountInfo, error) {
+	if err := stopped(ctx, "mounts"); err != nil {
+		return nil, err
+	}
+	infos, err := mount.List(h.reg)
+	if err != nil {
+		return nil, wrapErr(err)
+	}
+	out := make([]MountInfo, len(infos))
+	for i, in := range infos {
+		out[i] = mountInfo(in)
+	}
+	return out, nil
+}

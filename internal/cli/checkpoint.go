@@ -377,12 +377,8 @@ func diffStates(h *registry.Home, v *vfs.Vault, args []string) (any, error) {
 			}
 			open[s.vault] = o
 		}
-		if s.checkpoint != "" {
-			if _, err := o.GetCheckpoint(s.checkpoint); err != nil {
-				return vfs.StateRef{}, err
-			}
-		}
-		return vfs.StateRef{Vault: o, Checkpoint: s.checkpoint}, nil
+		r := vfs.StateRef{Vault: o, Checkpoint: s.checkpoint}
+		return r, r.Check()
 	}
 	fr, err := ref(from)
 	if err != nil {

@@ -158,10 +158,22 @@ commands, import and export, or a mount.
 Every command takes --json: exactly one JSON document is printed on stdout,
 on success and on failure, and the exit code follows the table in
 docs/json-contract.md.`,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		Args:              noArgs,
-		RunE:              a.run(func(cmd *cobra.Command, _ []string) (any, error) { return nil, usageErrorf("missing command") }),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          noArgs,
+		RunE: a.run(func(cmd *cobra.Command, _ []string) (any, error) {
+			if a.jsonOut {
+				return nil, usageErrorf("missing command")
+			}
+			// A person who types just `avfs` gets the usage, on stderr with
+			// exit code 2 as for any other command line that names no
+			// command: a script running `avfs $CMD` with CMD empty fails.
+			cmd.SetOut(a.env.Stderr)
+			if err := cmd.Help(); err != nil {
+				return nil, err
+			}
+			return nil, exitStatus(UsageExitCode)
+		}),
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.SetIn(a.env.Stdin)

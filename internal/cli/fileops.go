@@ -1,15 +1,11 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -23,32 +19,6 @@ type writeResult struct {
 }
 
 func (r writeResult) human(io.Writer) {}
-
-// openForWrite returns the file at p, created when missing; a symlink at
-// p is followed, as a shell's > does.
-func openForWrite(tx *vfs.Tx, p string, mode uint32) (at vfs.Attr, created bool, err error) {
-	dir, name, err := tx.ResolveParent(p)
-	if err != nil {
-		return at, false, err
-	}
-	at, err = tx.Lookup(dir, name)
-	switch {
-	case errs.Is(err, errs.NotFound):
-		at, err = tx.Create(dir, name, mode, 0, 0)
-		created = true
-	case err == nil && at.Type == vfs.TypeSymlink:
-		at, err = tx.Resolve(p, true)
-	}
-	if err == nil && at.Type != vfs.TypeFile {
-		err = notAFile(p, at.Type)
-	}
-	return at, created, err
-}
-
-func notAFile(p string, t vfs.FileType) error {
-	return &errs.Error{Kind: errs.NotAFile, Op: "write", Path: p, Errno: syscall.EISDIR,
-		Err: fmt.Errorf("not a regular file (%s)", t)}
-}
 
 func (a *app) writeCmd() *cobra.Command {
 	var appendFlag bool
@@ -86,143 +56,14 @@ stays bounded, and put in place by the last one: a write refused half-way
 	return c
 }
 
-// writeStream writes src to the file at clean. Content that fits in one
-// step is written in one transaction; longer content goes to a stage
-// (vfs.Tx.Stage), one transaction per step, put in place by a last one,
-// so a write refused or interrupted half-way changes nothing.
+// writeStream writes src to the file at clean, all or nothing (see
+// vfs.Vault.WriteFrom, which the MCP server's file_write uses too).
 func (a *app) writeStream(v *vfs.Vault, clean string, src io.Reader, appendTo bool) (any, error) {
-	r := writeResult{Path: clean, Appended: appendTo}
-	buf := make([]byte, ioStep)
-	n, rerr := a.readStep(src, buf, clean)
-	if rerr != nil && rerr != io.EOF {
-		return nil, rerr
-	}
-	if rerr == io.EOF {
-		err := v.Update(func(tx *vfs.Tx) error {
-			at, created, err := openForWrite(tx, clean, 0o644)
-			if err != nil {
-				return err
-			}
-			r.Created = created
-			off := at.Size
-			if !appendTo {
-				off = 0
-				if at.Size > 0 {
-					if _, err := tx.SetAttr(at.Ino, vfs.SetAttr{Size: &off}); err != nil {
-						return err
-					}
-				}
-			}
-			if _, err := tx.Write(at.Ino, int64(off), buf[:n]); err != nil {
-				return err
-			}
-			r.Size, r.Written = int64(off)+int64(n), int64(n)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}
-	stage, err := a.beginStage(v, clean, appendTo)
+	w, err := v.WriteFrom(a.ctx, clean, src, vfs.WriteOptions{Append: appendTo, Mode: 0o644})
 	if err != nil {
 		return nil, err
 	}
-	for {
-		last := rerr == io.EOF
-		err := a.ctx.Err()
-		if err == nil {
-			err = v.Update(func(tx *vfs.Tx) error {
-				at, err := tx.GetAttr(stage)
-				if err != nil {
-					return err
-				}
-				if _, err := tx.Write(stage, int64(at.Size), buf[:n]); err != nil {
-					return err
-				}
-				r.Size = int64(at.Size) + int64(n)
-				if !last {
-					return nil
-				}
-				r.Created, err = placeStage(tx, stage, clean)
-				return err
-			})
-		}
-		if err == nil {
-			r.Written += int64(n)
-			if last {
-				return r, nil
-			}
-			if n, rerr = a.readStep(src, buf, clean); rerr != io.EOF {
-				err = rerr
-			}
-		}
-		if err != nil {
-			if aerr := v.Update(func(tx *vfs.Tx) error { return tx.AbortStage(stage) }); aerr != nil {
-				return nil, errors.Join(err, aerr)
-			}
-			return nil, err
-		}
-	}
-}
-
-// readStep fills buf from src; io.EOF when src ended within it.
-func (a *app) readStep(src io.Reader, buf []byte, clean string) (int, error) {
-	if err := a.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n, err := io.ReadFull(src, buf)
-	switch err {
-	case nil:
-		return n, nil
-	case io.EOF, io.ErrUnexpectedEOF:
-		return n, io.EOF
-	}
-	return n, &errs.Error{Kind: errs.IoError, Op: "write", Path: clean, Err: fmt.Errorf("reading input: %w", err)}
-}
-
-// beginStage makes the stage of a write to the file at clean, after the
-// checks openForWrite makes: its directory exists, it is no directory.
-func (a *app) beginStage(v *vfs.Vault, clean string, appendTo bool) (stage vfs.Ino, err error) {
-	err = v.Update(func(tx *vfs.Tx) error {
-		var target vfs.Ino
-		at, err := tx.Resolve(clean, true)
-		switch {
-		case err == nil && at.Type != vfs.TypeFile:
-			return notAFile(clean, at.Type)
-		case err == nil:
-			target = at.Ino
-		case !errs.Is(err, errs.NotFound):
-			return err
-		default:
-			if _, _, err := tx.ResolveParent(clean); err != nil {
-				return err
-			}
-		}
-		stage, err = tx.Stage(target, appendTo)
-		return err
-	})
-	return stage, err
-}
-
-// placeStage puts a finished stage in place at clean: as the new file when
-// there is none, else as the content of the file there (a symlink
-// followed, as openForWrite does).
-func placeStage(tx *vfs.Tx, stage vfs.Ino, clean string) (created bool, err error) {
-	dir, name, err := tx.ResolveParent(clean)
-	if err != nil {
-		return false, err
-	}
-	if _, err := tx.Lookup(dir, name); errs.Is(err, errs.NotFound) {
-		_, err := tx.PlaceStage(stage, dir, name, 0o644)
-		return err == nil, err
-	}
-	at, created, err := openForWrite(tx, clean, 0o644)
-	if err != nil {
-		return false, err
-	}
-	_, err = tx.CommitStage(stage, at.Ino)
-	return created, err
+	return writeResult{Path: clean, Size: w.Size, Written: w.Written, Appended: appendTo, Created: w.Created}, nil
 }
 
 type mkdirResult struct {
@@ -315,64 +156,13 @@ adds no data, only references.`,
 		Args: exactArgs(2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.update(args[1], func(tx *vfs.Tx) (any, error) {
-				src, err := vfs.CleanPath(args[0])
-				if err != nil {
-					return nil, err
-				}
-				dst, err := vfs.CleanPath(args[1])
-				if err != nil {
-					return nil, err
-				}
-				at, err := tx.Resolve(src, !recursive)
-				if err != nil {
-					return nil, err
-				}
-				if at.Type == vfs.TypeDir && !recursive {
-					return nil, &errs.Error{Kind: errs.NotAFile, Op: "cp", Path: src, Errno: syscall.EISDIR,
-						Err: errors.New("is a directory"), Hint: "use cp -r to copy a directory"}
-				}
-				dir, name, err := tx.Target(dst, baseName(src))
-				if err != nil {
-					return nil, err
-				}
-				if err := checkNotInside(tx, at, dir, name); err != nil {
-					return nil, err
-				}
-				to, err := tx.PathOf(dir)
-				if err != nil {
-					return nil, err
-				}
-				st, err := tx.CopyTree(at, dir, name)
-				return copyResult{From: src, To: strings.TrimSuffix(to, "/") + "/" + name,
-					Files: st.Files, Dirs: st.Dirs, Symlinks: st.Symlinks, Bytes: st.Bytes}, err
+				r, err := tx.Copy(args[0], args[1], recursive)
+				return copyResult{From: r.From, To: r.To, Files: r.Files, Dirs: r.Dirs, Symlinks: r.Symlinks, Bytes: r.Bytes}, err
 			})
 		}),
 	}
 	c.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy directories and their content")
 	return c
-}
-
-// checkNotInside refuses a copy of a directory into itself or below it,
-// and a copy of a file onto itself.
-func checkNotInside(tx *vfs.Tx, src vfs.Attr, dir vfs.Ino, name string) error {
-	if cur, err := tx.Lookup(dir, name); err == nil && cur.Ino == src.Ino {
-		return invalidf("cp", "source and destination are the same file")
-	}
-	if src.Type != vfs.TypeDir {
-		return nil
-	}
-	sp, err := tx.PathOf(src.Ino)
-	if err != nil {
-		return err
-	}
-	dp, err := tx.PathOf(dir)
-	if err != nil {
-		return err
-	}
-	if dp == sp || strings.HasPrefix(dp, strings.TrimSuffix(sp, "/")+"/") {
-		return invalidf("cp", "cannot copy a directory into itself")
-	}
-	return nil
 }
 
 type moveResult struct {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -67,22 +66,13 @@ merged and hard links merge as separate files.`,
 				return nil, err
 			}
 			defer src.Close()
-			if into == "" {
-				parent, _, ok, err := src.Base()
-				if err != nil {
+			if into != "" {
+				if err := registry.CheckName(into); err != nil {
 					return nil, err
 				}
-				if !ok {
-					return nil, &errs.Error{Kind: errs.InvalidInput, Op: "vault merge", Vault: src.Name(),
-						Err: fmt.Errorf("vault %q is not a fork", src.Name()), Hint: "name the vault to merge into with --into"}
-				}
-				into = parent
 			}
-			if err := registry.CheckName(into); err != nil {
+			if into, err = vfs.MergeTarget(src, into); err != nil {
 				return nil, err
-			}
-			if into == src.Name() {
-				return nil, errs.New(errs.InvalidInput, "vault merge", "cannot merge vault %q into itself", into)
 			}
 			dst, err := h.Open(into)
 			if err != nil {

@@ -171,7 +171,11 @@ type Written struct {
 	Created bool   `json:"created"`
 }
 
-func fileWrite(s *server, _ context.Context, _ *mcp.CallToolRequest, in FileWriteArgs) (out Written, err error) {
+// fileWrite writes through vfs.Vault.WriteFrom, as the CLI's write does:
+// content over one step is staged across transactions and put in place by
+// the last, so a write refused half-way (a quota) changes nothing, parent
+// directories of create_dirs included.
+func fileWrite(s *server, ctx context.Context, _ *mcp.CallToolRequest, in FileWriteArgs) (out Written, err error) {
 	data := []byte(in.Content)
 	switch in.Encoding {
 	case "", encText:
@@ -190,17 +194,9 @@ func fileWrite(s *server, _ context.Context, _ *mcp.CallToolRequest, in FileWrit
 	if err != nil {
 		return out, err
 	}
-	err = s.update(in.Vault, func(tx *vfs.Tx) error {
-		if in.CreateDirs {
-			dir, _ := vfs.SplitPath(clean)
-			if _, err := tx.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Resolve(clean, true)
-		out.Created = errs.Is(err, errs.NotFound)
-		a, err := tx.WriteFile(clean, data, mode)
-		out.Path, out.Size = clean, int64(a.Size)
+	err = s.withVault(in.Vault, func(v *vfs.Vault) error {
+		w, err := v.WriteFrom(ctx, clean, bytes.NewReader(data), vfs.WriteOptions{Mode: mode, MakeParents: in.CreateDirs})
+		out = Written{Path: clean, Size: w.Size, Created: w.Created}
 		return err
 	})
 	return out, withPath(err, clean)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/cli"
 	"github.com/agentvfs/agentvfs/internal/mcpserver"
+	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
 // TestMain lets the test binary stand in for avfs: the server under test
@@ -788,5 +790,47 @@ func TestRefusedWriteChangesNothing(t *testing.T) {
 	s.ok("file_read", map[string]any{"path": "/keep.txt"}, &r)
 	if r.Content != "kept" {
 		t.Errorf("a refused edit left %q", r.Content)
+	}
+}
+
+// TestLargeWrite: file_write of content over one step (vfs.WriteFrom
+// stages it across transactions, as the CLI's write) writes it whole; a
+// large write refused from its third step on (over the file size quota,
+// with create_dirs) changes nothing, not even a directory.
+func TestLargeWrite(t *testing.T) {
+	t.Parallel()
+	home := newHome(t)
+	if code, out, errOut := avfs(t, home, "vault", "create", "q", "--max-file-size-mb", "2"); code != 0 {
+		t.Fatal(out, errOut)
+	}
+	s := connect(t, home)
+	big := strings.Repeat("0123456789abcdef", 5<<20/16)
+	var w struct {
+		Size    int64
+		Created bool
+	}
+	s.ok("file_write", map[string]any{"vault": "v", "path": "/d/big", "content": big, "create_dirs": true}, &w)
+	if w.Size != int64(len(big)) || !w.Created {
+		t.Fatalf("file_write: %+v", w)
+	}
+	h, err := registry.Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.Open("v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var b []byte
+	if err := v.View(func(tx *vfs.Tx) (err error) { b, err = tx.ReadFile("/d/big"); return err }); err != nil || string(b) != big {
+		t.Fatalf("read back %d bytes, %v", len(b), err)
+	}
+	three := big[:3<<20]
+	if doc := s.fails("file_write", map[string]any{"vault": "q", "path": "/new/dir/f", "content": three, "create_dirs": true}); doc["error"] != "QuotaExceeded" {
+		t.Errorf("a write over the quota: %v", doc["error"])
+	}
+	if doc := s.fails("file_stat", map[string]any{"vault": "q", "path": "/new"}); doc["error"] != "NotFound" {
+		t.Errorf("a refused write left /new: %v", doc)
 	}
 }

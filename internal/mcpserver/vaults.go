@@ -195,7 +195,7 @@ func diff(s *server, _ context.Context, _ *mcp.CallToolRequest, in DiffArgs) (ou
 			if cp == "" {
 				continue
 			}
-			if _, err := v.GetCheckpoint(cp); err != nil {
+			if err := (vfs.StateRef{Vault: v, Checkpoint: cp}).Check(); err != nil {
 				return err
 			}
 		}

@@ -221,7 +221,7 @@ func usedBy(home, approval string) string {
 }
 
 // RunMarker is the environment variable every run's command gets: the
-// run's id.
+// name of the run's vault, the same in every run of it (see childEnv).
 const RunMarker = "AVFS_PROXY_RUN"
 
 // outsideRun refuses when this process is inside a proxy run: the run's
@@ -236,7 +236,7 @@ func (rt *Runtime) outsideRun(op string) error {
 		getenv = os.Getenv
 	}
 	if id := getenv(RunMarker); id != "" {
-		return &errs.Error{Kind: ApprovalFromRun, Op: op, Err: fmt.Errorf("called from inside proxy run %s ($%s is set)", id, RunMarker),
+		return &errs.Error{Kind: ApprovalFromRun, Op: op, Err: fmt.Errorf("called from inside a proxy run of vault %s ($%s is set)", id, RunMarker),
 			Hint: "a person approves or rejects, from outside any run"}
 	}
 	pid := os.Getpid()

@@ -402,7 +402,7 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	if err != nil {
 		return errors.Join(err, stop())
 	}
-	res, err := rt.runIn(ctx, plan, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, env.ID, mnt, dir),
+	res, err := rt.runIn(ctx, plan, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, mnt, dir),
 		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput,
 		stdout: req.Stdout, stderr: req.Stderr})
 	unmark()
@@ -506,10 +506,13 @@ func fill(r *Result, res *execResult) {
 }
 
 // childEnv is the command's environment: the runtime's, the run's own
-// variables, then --env, later entries winning.
-func (rt *Runtime) childEnv(req Request, id, mnt, dir string) []string {
+// variables, then --env, later entries winning. Nothing in it differs
+// between two runs of one vault (the run's id is in the envelope, not
+// here), so tools that key a cache on their environment, as `go test`
+// does, hit it again on the next run.
+func (rt *Runtime) childEnv(req Request, mnt, dir string) []string {
 	env := slices.Clone(rt.Environ)
-	env = append(env, "AVFS_VAULT="+req.Vault, "AVFS_MOUNTPOINT="+mnt, RunMarker+"="+id, "PWD="+dir)
+	env = append(env, "AVFS_VAULT="+req.Vault, "AVFS_MOUNTPOINT="+mnt, RunMarker+"="+req.Vault, "PWD="+dir)
 	return append(env, req.Env...)
 }
 

@@ -131,10 +131,10 @@ func (r *Resolver) Resolve(s string) (State, error) {
 		r.open[ref.Vault] = v
 	}
 	st := State{StateRef: vfs.StateRef{Vault: v, Checkpoint: ref.Checkpoint, After: ref.After}, Name: "vault:" + ref.Vault}
+	if err := st.Check(); err != nil {
+		return State{}, notFound(s, err)
+	}
 	if ref.Checkpoint != "" {
-		if _, err := v.GetCheckpoint(ref.Checkpoint); err != nil {
-			return State{}, notFound(s, err)
-		}
 		st.Name += "@" + ref.Checkpoint
 		if ref.After {
 			st.Name += afterSuffix

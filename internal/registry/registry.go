@@ -164,7 +164,8 @@ type CreateOptions struct {
 	Quota  vfs.Quota
 }
 
-// Create makes a new, empty vault. The engine's file is created at its
+// Create makes a new, empty vault; in a home with no current vault it
+// becomes the current one. The engine's file is created at its
 // final name exactly once (so two creators never both win) and the vault
 // is initialised in one transaction; a crash in between leaves an empty
 // file that Open reports as vfs.ErrIncomplete and the next Create of the
@@ -213,6 +214,16 @@ func (h *Home) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, err
 		eng.Close()
 		_ = removeVaultFiles(path)
 		return nil, err
+	}
+	// The first vault of a home with no current vault becomes current, so
+	// a newcomer's next command needs no --vault. Under the creation lock,
+	// two first creators cannot both win.
+	if _, err := h.Current(); err != nil {
+		if err := h.Use(name); err != nil {
+			v.Close()
+			_ = removeVaultFiles(path)
+			return nil, err
+		}
 	}
 	return v, nil
 }

@@ -78,8 +78,9 @@ func TestCreateOpenModes(t *testing.T) {
 	if _, err := h.Open("missing"); !errs.Is(err, errs.VaultNotFound) {
 		t.Fatalf("open of a missing vault: %v", err)
 	}
-	if _, err := h.Current(); !errs.Is(err, errs.NoActiveVault) {
-		t.Fatalf("current with none set: %v", err)
+	first := "v-" + engines.Names()[0]
+	if cur, err := h.Current(); err != nil || cur != first {
+		t.Fatalf("current after the first create = %q, %v; want %s", cur, err, first)
 	}
 	if err := h.Use("v-sqlite"); err != nil {
 		t.Fatal(err)
@@ -90,6 +91,51 @@ func TestCreateOpenModes(t *testing.T) {
 	list, err := h.List()
 	if err != nil || len(list) != len(engines.Names()) {
 		t.Fatalf("list = %+v, %v", list, err)
+	}
+}
+
+// TestFirstVaultBecomesCurrent: the first vault created in a home with no
+// current vault is made current; later ones, and forks, leave it alone;
+// once the current vault is deleted, the next one created takes its place.
+func TestFirstVaultBecomesCurrent(t *testing.T) {
+	h := newHome(t)
+	if _, err := h.Current(); !errs.Is(err, errs.NoActiveVault) {
+		t.Fatalf("current of an empty home: %v", err)
+	}
+	for _, name := range []string{"first", "second"} {
+		v, err := h.Create(name, registry.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Close()
+	}
+	if _, err := h.Create("first", registry.CreateOptions{}); !errs.Is(err, errs.VaultExists) {
+		t.Fatalf("create of an existing vault: %v", err)
+	}
+	f, err := h.Fork("first", "fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if cur, err := h.Current(); err != nil || cur != "first" {
+		t.Fatalf("current = %q, %v; want first", cur, err)
+	}
+	if err := h.Use("second"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Delete("second"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Current(); !errs.Is(err, errs.NoActiveVault) {
+		t.Fatalf("current after deleting it: %v", err)
+	}
+	v, err := h.Create("third", registry.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	if cur, err := h.Current(); err != nil || cur != "third" {
+		t.Fatalf("current = %q, %v; want third", cur, err)
 	}
 }
 

@@ -138,6 +138,27 @@ type step struct {
 	kind string
 }
 
+// MergeTarget is the vault a merge of src goes into: into, or src's parent
+// when into is empty (InvalidInput when src is not a fork). A merge of a
+// vault into itself is InvalidInput.
+func MergeTarget(src *Vault, into string) (string, error) {
+	if into == "" {
+		parent, _, ok, err := src.Base()
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", &errs.Error{Kind: errs.InvalidInput, Op: "vault merge", Vault: src.Name(),
+				Err: fmt.Errorf("vault %q is not a fork", src.Name()), Hint: "name the vault to merge into with --into"}
+		}
+		into = parent
+	}
+	if into == src.Name() {
+		return "", errs.New(errs.InvalidInput, "vault merge", "cannot merge vault %q into itself", into)
+	}
+	return into, nil
+}
+
 // Merge merges the working state of src into dst's, from their common
 // ancestor. Paths only src changed take src's version; the same change on
 // both sides is no conflict; text files both changed merge by lines. dst

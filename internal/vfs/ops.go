@@ -93,3 +93,75 @@ func (t *Tx) Remove(p string, recursive, force bool) (Removed, error) {
 	r.Removed, err = t.RemoveAll(dir, name)
 	return r, err
 }
+
+// Copied is what Copy did: the paths, and what CopyTree counted.
+type Copied struct {
+	From string
+	To   string // the path of the copy
+	CopyStats
+}
+
+// Copy copies src to dst, or into dst when dst is a directory, like cp: a
+// directory needs recursive (NotAFile otherwise); with recursive, symlinks
+// are copied as links, without it a symlink src is followed. Existing
+// files are replaced, existing directories merged, modes kept, and file
+// data is shared, not copied. A directory copied into itself or below it,
+// and a file copied onto itself, are InvalidInput.
+func (t *Tx) Copy(src, dst string, recursive bool) (Copied, error) {
+	src, err := CleanPath(src)
+	if err != nil {
+		return Copied{}, err
+	}
+	dst, err = CleanPath(dst)
+	if err != nil {
+		return Copied{}, err
+	}
+	at, err := t.Resolve(src, !recursive)
+	if err != nil {
+		return Copied{}, err
+	}
+	if at.Type == TypeDir && !recursive {
+		return Copied{}, &errs.Error{Kind: errs.NotAFile, Op: "cp", Path: src, Errno: syscall.EISDIR,
+			Err: errors.New("is a directory"), Hint: "use cp -r to copy a directory"}
+	}
+	srcName := "/"
+	if src != "/" {
+		_, srcName = SplitPath(src)
+	}
+	dir, name, err := t.Target(dst, srcName)
+	if err != nil {
+		return Copied{}, err
+	}
+	if err := t.checkNotInside(at, dir, name); err != nil {
+		return Copied{}, err
+	}
+	to, err := t.PathOf(dir)
+	if err != nil {
+		return Copied{}, err
+	}
+	st, err := t.CopyTree(at, dir, name)
+	return Copied{From: src, To: strings.TrimSuffix(to, "/") + "/" + name, CopyStats: st}, err
+}
+
+// checkNotInside refuses a copy of a directory into itself or below it,
+// and a copy of a file onto itself.
+func (t *Tx) checkNotInside(src Attr, dir Ino, name string) error {
+	if cur, err := t.Lookup(dir, name); err == nil && cur.Ino == src.Ino {
+		return errs.New(errs.InvalidInput, "cp", "source and destination are the same file")
+	}
+	if src.Type != TypeDir {
+		return nil
+	}
+	sp, err := t.PathOf(src.Ino)
+	if err != nil {
+		return err
+	}
+	dp, err := t.PathOf(dir)
+	if err != nil {
+		return err
+	}
+	if dp == sp || strings.HasPrefix(dp, strings.TrimSuffix(sp, "/")+"/") {
+		return errs.New(errs.InvalidInput, "cp", "cannot copy a directory into itself")
+	}
+	return nil
+}

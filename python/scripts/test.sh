@@ -108,6 +108,15 @@ fi
 goos=$(field "$tmp/version.json" 'd["os"]')
 goarch=$(field "$tmp/version.json" 'd["arch"]')
 
+# --- the generated models and stubs are in step with the contract -----------
+# (npm/scripts/gen-types.mjs writes models.py and _commands.py from
+# docs/schema and docs/commands.json; npm test checks the same)
+if command -v node >/dev/null 2>&1; then
+  node "$repo/npm/scripts/gen-types.mjs" --check || die "generated client files are stale"
+else
+  say "node not found: the staleness check of the generated files runs in npm/scripts/test.sh"
+fi
+
 # --- 2. build and check the distributions ----------------------------------
 say "building the sdist and the pure wheel from the tree"
 "$PY" -m build --no-isolation --outdir "$tmp/dist" "$pydir" >"$tmp/build.log" 2>&1 ||

@@ -92,7 +92,7 @@ def test_files(avfs: Avfs) -> None:
     assert (exc.value.error, exc.value.exit_code, exc.value.document["path"]) == ("NotFound", 3, "/a/b/t.txt")
 
 
-def test_checkpoints(avfs: Avfs) -> None:
+def test_checkpoints(avfs: Avfs, tmp_path: Path) -> None:
     avfs.vault_create("v")
     avfs.write("/f", "one", vault="v")
     saved = avfs.checkpoint_save("c1", message="first", vault="v")
@@ -127,8 +127,11 @@ def test_checkpoints(avfs: Avfs) -> None:
     with pytest.raises(AvfsError) as exc:
         avfs.checkpoint_restore("c1", vault="v")
     assert (exc.value.error, exc.value.exit_code) == ("CheckpointNotFound", 3)
+    # The home's first vault became its current one: a call naming none works on it.
+    assert avfs.checkpoint_list().vault == "v"
+    empty = Avfs(home=tmp_path / "empty", bin=avfs.bin)
     with pytest.raises(AvfsError) as exc:
-        avfs.checkpoint_list()  # no vault selected at all
+        empty.checkpoint_list()  # no vault selected at all
     assert (exc.value.error, exc.value.exit_code) == ("NoActiveVault", 10)
 
 

@@ -60,7 +60,9 @@ def test_avfs_error_fields() -> None:
 
 @pytest.mark.parametrize("value,expected", [
     (0, "0us"), (1, "1000us"), (0.25, "250us"), (1500, "1500000us"),
-    (datetime.timedelta(minutes=5), "300000000us"), ("5m", "5m"), ("250ms", "250ms"), ("0", "0"),
+    (datetime.timedelta(minutes=5), "300000000us"), ("5m", "5m"), ("250ms", "250ms"), ("1.5s", "1.5s"),
+    # a string that is a bare number is milliseconds too, as in the TypeScript client
+    ("0", "0us"), ("200", "200000us"), ("2.5", "2500us"),
 ])
 def test_go_duration(value: object, expected: str) -> None:
     assert go_duration(value) == expected  # type: ignore[arg-type]

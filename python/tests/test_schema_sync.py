@@ -26,20 +26,14 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from agentvfs import AvfsError
-from agentvfs.models import RUN_STATES, SCHEMAS, Document, VersionInfo, json_key
+from agentvfs.models import ERROR_KINDS, RUN_STATES, SCHEMAS, Document, VersionInfo, json_key
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
 
-# Schemas of documents the client returns as plain dicts (Avfs.run_json),
-# and the shared definitions. error.json is checked against AvfsError below.
-NOT_PARSED = {
-    "common.json", "error.json", "chmod.json", "compact.json", "completion.json", "cp.json", "fsck.json",
-    "gc.json", "help.json", "ln.json", "mv.json", "policy-show.json", "quota.json", "transfer.json",
-    "tree.json",
-    # Not a command's result: what `avfs mcp --http` prints, and the lines
-    # of `proxy exec --stream`.
-    "mcp.json", "proxy-exec-stream.json",
-}
+# The shared definitions, and documents that are no one class: error.json is
+# checked against AvfsError below, proxy-exec-stream.json's lines are read by
+# Avfs.proxy_stream.
+NOT_PARSED = {"common.json", "error.json", "proxy-exec-stream.json"}
 
 Node = Tuple[Dict[str, Any], str]  # a schema node and the file its local $refs resolve in
 
@@ -75,8 +69,11 @@ def object_schema(node: Dict[str, Any], file: str) -> Optional[Node]:
     return None
 
 
-def problems(cls: type, node: Dict[str, Any], file: str, where: str) -> List[str]:
+def problems(cls: type, node: Dict[str, Any], file: str, where: str, seen: Tuple[int, ...] = ()) -> List[str]:
     out: List[str] = []
+    if id(node) in seen:
+        return out  # a recursive schema (a tree node holds tree nodes): checked once
+    seen += (id(node),)
     props = node["properties"]
     required = set(node.get("required", []))
     by_key = {json_key(f.name): f for f in fields(cls)}
@@ -99,7 +96,7 @@ def problems(cls: type, node: Dict[str, Any], file: str, where: str) -> List[str
         elif not sub and f.name in nested:
             out.append(f"{where}.{key}: {cls.__name__} parses it as {nested[f.name].__name__}, the schema has no object")
         elif sub:
-            out += problems(nested[f.name], sub[0], sub[1], f"{where}.{key}")
+            out += problems(nested[f.name], sub[0], sub[1], f"{where}.{key}", seen)
     return out
 
 
@@ -156,3 +153,8 @@ def test_run_states_match_schema() -> None:
     exec_states = load("proxy-exec.json")["properties"]["result"]["properties"]["state"]["enum"]
     history_states = load("proxy-history.json")["properties"]["runs"]["items"]["properties"]["state"]["enum"]
     assert list(RUN_STATES) == exec_states == history_states
+
+
+def test_error_kinds_match_schema() -> None:
+    assert list(ERROR_KINDS) == load("error.json")["properties"]["error"]["enum"]
+    assert "VaultNotFound" in ERROR_KINDS

@@ -1,5 +1,7 @@
 // The typed client: one method per avfs command, each running
 // `avfs --json ...` and returning the document typed by docs/schema.
+import { commandArgs, duration, type Duration } from "./args.js";
+import { Commands } from "./commands.js";
 import { resolveBinary } from "./resolve.js";
 import { runAvfs, streamAvfs } from "./run.js";
 import type * as S from "./schema.js";
@@ -25,13 +27,7 @@ export interface AtOption {
   at?: string;
 }
 
-/**
- * A duration: a bare number is milliseconds (as the envelope's timeout_ms,
- * grace_ms and linger_ms; the Python client reads numbers the same way), a
- * string an explicit Go duration such as "30s", "1m30s" or "250ms" ("0":
- * none), passed to avfs as it is.
- */
-export type Duration = number | string;
+export type { Duration };
 
 export interface ExecOptions extends VaultOption {
   /** working directory inside the vault (default "/") */
@@ -67,11 +63,6 @@ export interface RunOptions extends VaultOption {
   input?: string | Uint8Array;
 }
 
-function duration(d: Duration): string {
-  if (typeof d !== "number") return d;
-  if (!Number.isFinite(d) || d < 0) throw new RangeError(`a duration is a finite number of milliseconds >= 0, not ${d}`);
-  return `${Math.round(d * 1000)}us`; // integer microseconds: no exponent ever reaches Go
-}
 const flag = (on: boolean | undefined, name: string) => (on ? [name] : []);
 const opt = (value: string | number | undefined, name: string) => (value === undefined ? [] : [name, String(value)]);
 const at = (ref: string | undefined) => opt(ref, "--at");
@@ -89,6 +80,11 @@ export class Avfs {
   readonly checkpoint: CheckpointCommands;
   readonly proxy: ProxyCommands;
   readonly policy: PolicyCommands;
+  /**
+   * Every avfs command as a typed method, generated from the command
+   * manifest (docs/commands.json): `avfs.commands.tree("/", { level: 2 })`.
+   */
+  readonly commands: Commands;
   private readonly env: Record<string, string> | undefined;
   private bin: string | undefined;
 
@@ -101,6 +97,8 @@ export class Avfs {
     this.checkpoint = new CheckpointCommands(this);
     this.proxy = new ProxyCommands(this);
     this.policy = new PolicyCommands(this);
+    this.commands = new Commands((path, values, flags, o) =>
+      this.run(commandArgs(path, values, flags), { vault: o.vault, scoped: o.scoped, input: o.input }));
   }
 
   /** The binary this client runs, found on first use (see resolveBinary). */

@@ -6,8 +6,8 @@ import type { ErrorDocument } from "./schema.js";
  * docs/json-contract.md): branch on it, not on the message.
  */
 export class AvfsError extends Error {
-  /** the error type, e.g. "VaultNotFound" */
-  readonly error: string;
+  /** the error type, e.g. "VaultNotFound": one of the ErrorKind union */
+  readonly error: ErrorDocument["error"];
   /** the process exit code (also document.exit_code) */
   readonly exitCode: number;
   /** what the user can do, when avfs knows */

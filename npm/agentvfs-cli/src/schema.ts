@@ -303,7 +303,7 @@ export interface DiffResult {
  */
 export interface ErrorDocument {
   /** the error type: a stable name from docs/json-contract.md */
-  error: string;
+  error: "AlreadyExists" | "ApprovalExpired" | "ApprovalForged" | "ApprovalFromRun" | "ApprovalMismatch" | "ApprovalRejected" | "ApprovalRequired" | "ApprovalUsed" | "CheckpointNotFound" | "ConfirmationRequired" | "CorruptVault" | "CrossDevice" | "FuseUnavailable" | "Interrupted" | "InvalidInput" | "InvalidPath" | "IoError" | "IsolationUnavailable" | "MountBusy" | "MountFailed" | "NameTooLong" | "NoActiveVault" | "NotADirectory" | "NotAFile" | "NotEmpty" | "NotFound" | "NotMounted" | "PermissionDenied" | "QuotaExceeded" | "StorageError" | "StoreUnavailable" | "TooManyLinks" | "UnsupportedFormat" | "VaultExists" | "VaultHasForks" | "VaultLocked" | "VaultNotFound";
   message: string;
   exit_code: number;
   hint?: string;

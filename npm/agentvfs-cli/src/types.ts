@@ -1,7 +1,10 @@
 // Short names for parts of the generated types, so callers need not spell
 // out ProxyExecResult["result"]["decision"]. Derived, never restated: they
 // follow schema.ts (and so docs/schema) by construction.
-import type { PolicyCheckResult, ProxyExecResult } from "./schema.js";
+import type { ErrorDocument, PolicyCheckResult, ProxyExecResult } from "./schema.js";
+
+/** Every error type avfs prints (AvfsError.error), from docs/schema/error.json's enum. */
+export type ErrorKind = ErrorDocument["error"];
 
 /** What `proxy exec` was asked to do. */
 export type ProxyRequest = ProxyExecResult["request"];

@@ -5,8 +5,36 @@ import assert from "node:assert/strict";
 import { cpSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { fileTypeName, generate, outputFile } from "../../scripts/gen-types.mjs";
-import { schemaDir, tempDir } from "./helpers.mjs";
+import { fileTypeName, generate, generateAll, outputFile, stale } from "../../scripts/gen-types.mjs";
+import { repoRoot, schemaDir, tempDir } from "./helpers.mjs";
+
+test("every generated client file (TypeScript and Python) is up to date", () => {
+  assert.deepEqual(stale(), [], "run `node npm/scripts/gen-types.mjs` and commit the result");
+});
+
+test("a flag added to the command manifest shows up in both clients' stubs", () => {
+  const dir = tempDir("agentvfs-cli-manifest-");
+  try {
+    const manifest = JSON.parse(readFileSync(join(repoRoot, "docs", "commands.json"), "utf8"));
+    const tree = manifest.commands.find((c) => c.path.join(" ") === "tree");
+    tree.flags.push({ name: "new-flag", type: "duration", default: "0s", repeatable: false, usage: "added later" });
+    writeFileSync(join(dir, "commands.json"), JSON.stringify(manifest));
+    const out = generateAll(schemaDir, join(dir, "commands.json"));
+    assert.match(out["npm/agentvfs-cli/src/commands.ts"], /\/\*\* added later \(default 0s\) \*\/\n {2}newFlag\?: Duration;/);
+    assert.match(out["npm/agentvfs-cli/src/commands.ts"], /\["--new-flag", "duration", flags\.newFlag\]/);
+    assert.match(out["python/src/agentvfs/_commands.py"], /new_flag: Optional\[Duration\] = None/);
+    assert.match(out["python/src/agentvfs/_commands.py"], /Flag\("--new-flag", "duration", new_flag\)/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the error kinds are a union type, from error.json's enum", () => {
+  const kinds = JSON.parse(readFileSync(join(schemaDir, "error.json"), "utf8")).properties.error.enum;
+  assert.ok(kinds.length > 30 && kinds.includes("VaultNotFound"));
+  const text = readFileSync(outputFile, "utf8");
+  assert.ok(text.includes(`error: ${kinds.map((k) => JSON.stringify(k)).join(" | ")};`), "ErrorDocument.error is not the union of error.json's enum");
+});
 
 test("src/schema.ts is generated from docs/schema and up to date", () => {
   assert.ok(

@@ -16,7 +16,11 @@ from ._resolve import cache_binary, package_binary, resolve_binary
 from ._version import __version__
 from .client import Avfs
 from .errors import Attempt, AvfsError, AvfsException, BinaryNotFound, ProtocolError
+from ._args import Duration
+from ._commands import Commands
 from .models import (
+    ERROR_KINDS,
+    RUN_STATES,
     Approval,
     ApprovalResult,
     CatResult,
@@ -30,6 +34,7 @@ from .models import (
     DiffEntry,
     DiffSummary,
     Entry,
+    ErrorKind,
     Fork,
     HistoryRun,
     Listing,
@@ -48,6 +53,7 @@ from .models import (
     RmResult,
     RunCheckpoint,
     RunError,
+    RunState,
     SavedCheckpoint,
     StageTimes,
     Stat,
@@ -67,6 +73,12 @@ from .models import (
 __all__ = [
     "__version__",
     "Avfs",
+    "Commands",
+    "Duration",
+    "ERROR_KINDS",
+    "ErrorKind",
+    "RUN_STATES",
+    "RunState",
     "AvfsError",
     "AvfsException",
     "Attempt",

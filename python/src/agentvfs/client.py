@@ -11,7 +11,6 @@ document from stdout and turns it into a dataclass, or raises
 from __future__ import annotations
 
 import base64
-import datetime
 import json
 import os
 import subprocess
@@ -19,6 +18,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
+from ._args import Duration, Flag, command_args, go_duration
+from ._commands import Commands
 from ._resolve import StrPath, resolve_binary
 from .errors import AvfsError, ProtocolError
 from .models import (
@@ -55,31 +56,7 @@ from .models import (
 )
 
 D = TypeVar("D", bound=Document)
-Duration = Union[str, int, float, datetime.timedelta]
 ENVELOPE_KIND = "proxy_exec_result"
-
-
-def go_duration(value: Duration) -> str:
-    """A duration as avfs's flags take it: a Go duration string.
-
-    A bare number is milliseconds, as in the TypeScript client and in the
-    envelope's ``timeout_ms``, ``grace_ms`` and ``linger_ms``; a
-    :class:`datetime.timedelta` is what it says; a string is an explicit Go
-    duration ("30s", "1m30s", "250ms", "0") passed through for avfs to
-    check. Microseconds are the unit sent, so no float formatting ever
-    reaches Go.
-    """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, datetime.timedelta):
-        micros = value.total_seconds() * 1_000_000
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        micros = float(value) * 1_000
-    else:
-        raise TypeError(f"a duration is milliseconds, a timedelta or a Go duration string, not {value!r}")
-    if not micros >= 0 or micros == float("inf"):
-        raise ValueError(f"a duration must be a finite number >= 0: {value!r}")
-    return f"{round(micros)}us"
 
 
 def _opt(value: Optional[str], flag: str) -> List[str]:
@@ -111,6 +88,9 @@ class Avfs:
         self.home: Optional[str] = os.fspath(home) if home is not None else None
         self.vault = vault
         self.env: Dict[str, str] = dict(env or {})
+        #: Every avfs command as a typed method, generated from the command
+        #: manifest (docs/commands.json): ``avfs.commands.tree("/", level=2)``.
+        self.commands = Commands(self._invoke)
 
     def __repr__(self) -> str:
         return f"Avfs(home={self.home!r}, bin={self.bin!r}, vault={self.vault!r})"
@@ -173,6 +153,23 @@ class Avfs:
                 f"avfs exited {proc.returncode} without an error document", argv, stdout, stderr, proc.returncode
             )
         return doc
+
+    def _invoke(
+        self,
+        cls: Optional[Type[D]],
+        path: Sequence[str],
+        values: Sequence[Tuple[Any, bool]],
+        flags: Sequence[Flag],
+        *,
+        scoped: bool,
+        vault: Optional[str],
+        input: Optional[bytes],
+    ) -> Any:
+        """Runs one command for :attr:`commands`; ``scoped`` passes --vault."""
+        args = command_args(path, values, flags)
+        doc = self.run_json(args, vault=self._selected(vault) if scoped else None, input=input,
+                            envelope=cls is ProxyExecResult)
+        return doc if cls is None else cls.from_dict(doc)
 
     def _call(self, cls: Type[D], args: Sequence[str], **kw: Any) -> D:
         return cls.from_dict(self.run_json(args, **kw))

@@ -13,7 +13,10 @@ so a caller can tell them apart without parsing messages:
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence
+
+if TYPE_CHECKING:
+    from .models import ErrorKind
 
 
 class AvfsException(Exception):
@@ -24,7 +27,8 @@ class AvfsError(AvfsException):
     """avfs answered with an error document (docs/schema/error.json).
 
     ``error`` is the stable type name (``VaultNotFound``, ``VaultLocked``,
-    ...; see docs/json-contract.md), ``exit_code`` the process exit code the
+    ...; one of :data:`agentvfs.ERROR_KINDS`, typed :data:`agentvfs.ErrorKind`;
+    see docs/json-contract.md), ``exit_code`` the process exit code the
     contract assigns to it, ``hint`` what a person can do (or None), and
     ``document`` the whole document, context fields (``op``, ``path``,
     ``vault``, ``forks``, ...) included. ``message`` is for people and may
@@ -39,7 +43,7 @@ class AvfsError(AvfsException):
         returncode: Optional[int] = None,
     ) -> None:
         self.document: Dict[str, Any] = document
-        self.error: str = str(document.get("error", ""))
+        self.error: "ErrorKind" = str(document.get("error", ""))  # type: ignore[assignment]
         self.message: str = str(document.get("message", ""))
         code = document.get("exit_code", returncode)
         self.exit_code: Optional[int] = code if isinstance(code, int) else returncode

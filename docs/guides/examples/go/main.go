@@ -71,24 +71,24 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 	if err := avfsCLI(ctx, home, &created, "vault", "create", "guide-base", "--from", repo); err != nil {
 		return err
 	}
-	base, err := home.Open("guide-base")
+	base, err := home.Open(ctx, "guide-base")
 	if err != nil {
-		return errors.Join(err, home.Delete("guide-base"))
+		return errors.Join(err, home.Delete(context.WithoutCancel(ctx), "guide-base"))
 	}
 	defer func() {
 		base.Close()
-		err = errors.Join(err, home.Delete("guide-base"))
+		err = errors.Join(err, home.Delete(context.WithoutCancel(ctx), "guide-base"))
 	}()
 	fmt.Fprintf(out, "imported into checkpoint %s\n", created.Origin.Checkpoint)
 
 	// Each task gets its own fork: O(1), nothing is copied.
-	task, err := home.Fork("guide-base", "guide-task")
+	task, err := home.Fork(ctx, "guide-base", "guide-task")
 	if err != nil {
 		return err
 	}
 	defer func() {
 		task.Close()
-		err = errors.Join(err, home.Delete("guide-task"))
+		err = errors.Join(err, home.Delete(context.WithoutCancel(ctx), "guide-task"))
 	}()
 
 	if execute {
@@ -142,16 +142,16 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 			return err
 		}
 	} else {
-		if err := task.WriteFile("/src/greet.txt", []byte("hello, avfs\n"), 0o644); err != nil {
+		if err := task.WriteFile(ctx, "/src/greet.txt", []byte("hello, avfs\n"), 0o644); err != nil {
 			return err
 		}
-		if err := task.WriteFile("/NOTES.md", []byte("todo: ship\n"), 0o644); err != nil {
+		if err := task.WriteFile(ctx, "/NOTES.md", []byte("todo: ship\n"), 0o644); err != nil {
 			return err
 		}
 	}
 
 	// Review: what the task changed, compared with its parent.
-	changes, err := avfs.Diff(avfs.State{Vault: base}, avfs.State{Vault: task})
+	changes, err := avfs.Diff(ctx, avfs.State{Vault: base}, avfs.State{Vault: task})
 	if err != nil {
 		return err
 	}
@@ -159,26 +159,23 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 	for _, c := range changes {
 		fmt.Fprintf(out, "  %s %s (%d -> %d bytes)\n", c.Kind, c.Path, c.SizeBefore, c.SizeAfter)
 	}
-	greet, err := task.ReadFile("/src/greet.txt")
+	greet, err := task.ReadFile(ctx, "/src/greet.txt")
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "greet.txt: %s", greet)
 
 	// The task's work as a git patch, then written into the repository it
-	// came from (the CLI's apply: package avfs has no call for it yet).
-	patches, err := avfs.Patch(avfs.State{Vault: base}, avfs.State{Vault: task})
+	// came from: FROM is the recorded origin (the parent's, for a fork).
+	patches, err := avfs.Patch(ctx, avfs.State{Vault: base}, avfs.State{Vault: task})
 	if err != nil {
 		return err
 	}
 	for _, p := range patches {
 		fmt.Fprint(out, p.Text)
 	}
-	var applied struct {
-		Applied   []struct{ Path, Kind string }
-		Conflicts []struct{ Path, Reason string }
-	}
-	if err := avfsCLI(ctx, home, &applied, "--vault", "guide-task", "apply", repo); err != nil {
+	applied, err := home.Apply(ctx, "guide-task", repo, nil)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "applied %d changes, %d conflicts\n", len(applied.Applied), len(applied.Conflicts))
@@ -188,15 +185,15 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 	fmt.Fprintf(out, "the repository's greet.txt: %s", greet)
 
 	// Errors are typed.
-	if _, err := home.Open("no-such-vault"); avfs.IsKind(err, avfs.VaultNotFound) {
+	if _, err := home.Open(ctx, "no-such-vault"); avfs.IsKind(err, avfs.VaultNotFound) {
 		fmt.Fprintln(out, "no-such-vault:", avfs.KindOf(err))
 	}
 	return nil
 }
 
-// avfsCLI runs the avfs program (as package avfs finds it: $AGENTVFS_BIN,
-// else avfs on PATH) with --json on home, and decodes its document into
-// doc: for the steps package avfs has no call for yet.
+// avfsCLI runs the avfs program ($AGENTVFS_BIN, else avfs on PATH) with
+// --json on home, and decodes its document into doc: for the steps
+// package avfs has no call for yet.
 func avfsCLI(ctx context.Context, home *avfs.Home, doc any, args ...string) error {
 	bin := os.Getenv("AGENTVFS_BIN")
 	if bin == "" {
