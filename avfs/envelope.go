@@ -47,8 +47,11 @@ type RunResult struct {
 	Vault       string
 	Mountpoint  string // "" when the run mounted nothing
 	MountReused bool   // the run used a mount that was already there
-	Cwd         string
-	Command     []string
+	// Transport names what served the mount ("fuse"); "" when the run
+	// mounted nothing.
+	Transport string
+	Cwd       string
+	Command   []string
 	// ExitCode is the command's exit code; nil when it did not exit by
 	// itself (not run, or killed by Signal).
 	ExitCode *int
@@ -249,7 +252,7 @@ func envelope(e *proxy.Envelope) *Envelope {
 			Linger: ms(q.LingerMs), Mountpoint: str(q.Mountpoint), Checkpoint: CheckpointMode(q.CheckpointMode),
 			Command: q.Command, Shell: q.CommandMode == "shell", Timeout: ms(q.TimeoutMs), Grace: ms(q.GraceMs),
 			MaxOutput: q.MaxOutput, Stdin: q.Stdin, EnvKeys: q.EnvKeys, Approval: str(q.Approval), Isolate: IsolateMode(q.Isolate)},
-		Result: RunResult{Vault: r.Vault, Mountpoint: str(r.Mountpoint), MountReused: r.MountReused, Cwd: r.Cwd,
+		Result: RunResult{Vault: r.Vault, Mountpoint: str(r.Mountpoint), MountReused: r.MountReused, Transport: str(r.Transport), Cwd: r.Cwd,
 			Command: r.Command, ExitCode: r.ExitCode, Signal: str(r.Signal), Stdout: r.Stdout, Stderr: r.Stderr,
 			StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, StdoutBytes: r.StdoutBytes,
 			StderrBytes: r.StderrBytes, Duration: ms(r.DurationMs), ChangedFiles: r.ChangedFiles,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
@@ -175,6 +175,6 @@ func TestEnvelopeConvertsEveryField(t *testing.T) {
 	convertsEvery(t, func(i *registry.Info) any { return vaultInfo(*i) }, nil, nil)
 	convertsEvery(t, func(c *vfs.Checkpoint) any { return checkpoint(*c) }, nil,
 		map[string]bool{".Layer": true}) // an internal layer id
-	convertsEvery(t, func(i *mount.Info) any { return mountInfo(*i) }, nil, nil)
+	convertsEvery(t, func(i *mountrec.Info) any { return mountInfo(*i) }, nil, nil)
 	convertsEvery(t, func(c *vfs.Change) any { return changes([]vfs.Change{*c}) }, nil, nil)
 }

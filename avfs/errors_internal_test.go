@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
@@ -23,7 +23,7 @@ func TestKindsMatch(t *testing.T) {
 		UnsupportedFormat: errs.UnsupportedFormat, CheckpointNotFound: errs.CheckpointNotFound,
 		StorageError: errs.StorageError, IoError: errs.IoError, ConfirmationRequired: errs.ConfirmationRequired,
 		Interrupted: errs.Interrupted, FuseUnavailable: errs.FuseUnavailable, StoreUnavailable: errs.StoreUnavailable,
-		NotMounted: mount.NotMounted, MountBusy: mount.MountBusy, MountFailed: mount.MountFailed,
+		NotMounted: mountd.NotMounted, MountBusy: mountd.MountBusy, MountFailed: mountd.MountFailed,
 		PolicyDenied: proxy.PolicyDenied, ApprovalRequired: proxy.ApprovalRequired,
 		ApprovalRejected: proxy.ApprovalRejected, ApprovalExpired: proxy.ApprovalExpired,
 		ApprovalUsed: proxy.ApprovalUsed, ApprovalMismatch: proxy.ApprovalMismatch,

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
@@ -29,7 +29,7 @@ type ExitCode struct {
 // is in no row exits with 1. Rows may be added, never renumbered.
 var ExitCodes = []ExitCode{
 	{0, "success", nil},
-	{1, "any other failure: storage, host I/O, an unexpected error", []errs.Kind{errs.IoError, errs.StorageError, errs.StoreUnavailable, mount.NotMounted, mount.MountBusy, mount.MountFailed}},
+	{1, "any other failure: storage, host I/O, an unexpected error", []errs.Kind{errs.IoError, errs.StorageError, errs.StoreUnavailable, mountd.NotMounted, mountd.MountBusy, mountd.MountFailed}},
 	{2, "usage: an unknown command or flag, a wrong number of arguments", nil},
 	{3, "something named does not exist", []errs.Kind{errs.NotFound, errs.VaultNotFound, errs.CheckpointNotFound}},
 	{4, "something to be created already exists", []errs.Kind{errs.AlreadyExists, errs.VaultExists}},

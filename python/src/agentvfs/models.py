@@ -443,6 +443,8 @@ class Mount(Document):
     mountpoint: str
     pid: int
     readonly: bool
+    #: the transport that serves the mount ("fuse")
+    transport: str
 
 
 @dataclass(frozen=True)
@@ -454,6 +456,8 @@ class MountRecord(Document):
     pid: int
     readonly: bool
     started_at: str
+    #: the transport that serves the mount ("fuse")
+    transport: str
     live: bool
     #: the mount ends after this long unused, and gives way to a CLI write when idle (absent: it lasts until unmounted)
     idle_timeout_ms: Optional[int] = None
@@ -692,6 +696,8 @@ class ProxyResult(Document):
     vault: str
     mountpoint: Optional[str]
     mount_reused: bool
+    #: the transport that served the mount ("fuse"); null when the run mounted nothing
+    transport: Optional[str]
     cwd: str
     command: List[str]
     #: null when the command did not run; 127 for a missing program; 128+N when killed by signal N
