@@ -20,12 +20,12 @@ def main(home: str) -> None:
     print("avfs", avfs.version().version)
 
     # A repository on the host, imported into a vault that records it as
-    # its origin (no client method yet: run_json runs any command).
+    # its origin (the generated stub of `avfs vault create --from`).
     repo = Path(home) / "repo"
     (repo / "src").mkdir(parents=True)
     (repo / "src" / "app.py").write_text("print('hello')\n")
-    created = avfs.run_json(["vault", "create", "project", "--from", str(repo)])
-    print("origin:", created["origin"]["host_dir"], "checkpoint", created["origin"]["checkpoint"])
+    created = avfs.commands.vault_create("project", from_=str(repo))
+    print("origin:", created.origin.host_dir, "checkpoint", created.origin.checkpoint)
 
     # One fork per task: O(1), whatever the project holds.
     fork = avfs.vault_fork("project", "task-001")

@@ -13,12 +13,11 @@ const avfs = new Avfs({ home });
 
 try {
   // A repository on the host, imported into a base vault that records it
-  // as its origin (no client method yet: run() takes any command).
+  // as its origin (the generated stub of `avfs vault create --from`).
   const repo = join(home, "repo");
   mkdirSync(join(repo, "src"), { recursive: true });
   writeFileSync(join(repo, "src", "app.txt"), "version 1\n");
-  /** @type {import("agentvfs-cli").VaultInfoResult} */
-  const project = await avfs.run(["vault", "create", "--from", repo, "--", "project"]);
+  const project = await avfs.commands.vaultCreate("project", { from: repo });
   console.log(`origin: ${project.origin?.host_dir} (checkpoint ${project.origin?.checkpoint})`);
 
   // One fork per task: the agent's changes never reach the base.
