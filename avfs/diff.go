@@ -30,8 +30,9 @@ const (
 	Deleted     ChangeKind = "deleted"
 	TypeChanged ChangeKind = "type_changed" // the path now holds another type of file
 	ModeChanged ChangeKind = "mode_changed" // permissions or owner only
-	// Renamed is a deleted path and an added one with the same content,
-	// paired: only the changes of a proxy run (Envelope) are paired.
+	// Renamed is a deleted file and an added one with the same content,
+	// or similar content by lines, paired as `avfs diff` pairs them (every
+	// Diff and Patch here) and as a proxy run's changes (Envelope) are.
 	Renamed ChangeKind = "renamed"
 )
 
@@ -54,7 +55,7 @@ const (
 func changes(cs []vfs.Change) []Change {
 	out := make([]Change, len(cs))
 	for i, c := range cs {
-		out[i] = Change{Path: c.Path, Kind: ChangeKind(c.Kind), Type: FileType(c.Type), SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter}
+		out[i] = Change{Path: c.Path, Kind: ChangeKind(c.Kind), Type: FileType(c.Type), From: c.From, SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter}
 	}
 	return out
 }
@@ -68,10 +69,11 @@ type State struct {
 	After      bool
 }
 
-// Diff lists the paths that differ between two states, sorted by path.
-// The states may belong to different vaults (a fork and its parent). Only
-// the layers that differ are read; file contents are compared by hash,
-// never read.
+// Diff lists the paths that differ between two states, sorted by path,
+// renames paired (Renamed). The states may belong to different vaults (a
+// fork and its parent). Only the layers that differ are read; file
+// contents are compared by hash, and read only to pair a few deleted and
+// added files that differ as renames with edits.
 func Diff(ctx context.Context, from, to State) ([]Change, error) {
 	if err := stopped(ctx, "diff"); err != nil {
 		return nil, err
@@ -84,7 +86,7 @@ func Diff(ctx context.Context, from, to State) ([]Change, error) {
 	if err != nil {
 		return nil, wrapErr(err)
 	}
-	cs, err := vfs.Diff(f, t)
+	cs, _, err := vfs.ContentDiff(f, t, false)
 	if err != nil {
 		return nil, wrapErr(err)
 	}
@@ -126,11 +128,7 @@ func Patch(ctx context.Context, from, to State) ([]FilePatch, error) {
 }
 
 func patches(f, t vfs.StateRef) ([]FilePatch, error) {
-	changes, err := vfs.Diff(f, t)
-	if err != nil {
-		return nil, wrapErr(err)
-	}
-	ps, err := vfs.Patches(f, t, changes)
+	_, ps, err := vfs.ContentDiff(f, t, true)
 	if err != nil {
 		return nil, wrapErr(err)
 	}
@@ -195,7 +193,7 @@ func refDiff(ctx context.Context, r *refs.Resolver, from, to string) ([]Change, 
 	if err != nil {
 		return nil, err
 	}
-	cs, err := vfs.Diff(f, t)
+	cs, _, err := vfs.ContentDiff(f, t, false)
 	if err != nil {
 		return nil, wrapErr(err)
 	}

@@ -52,14 +52,16 @@ func workoutText(i, edit int, task ...int) []byte {
 }
 
 // Workout measures getting a fork's work out of a vault of the largest
-// size: the change list (checkpoint diff, the baseline), diff --patch and
-// vault merge, for 1, 100 and 10,000 changed files. The time to write the
-// changes is printed beside them.
+// size: the change list (checkpoint diff), diff --patch (with renames
+// paired, as avfs diff does) and vault merge, for 1, 100 and 10,000
+// changed files. The time to write the changes is printed beside them,
+// and the baseline: git diff and git merge --no-ff of the same edits of
+// the same files, in a git repository on the native disk.
 func Workout(cfg Config, engine string) error {
 	n := slices.Max(cfg.Counts)
 	reps := min(cfg.Reps, 5)
 	fmt.Fprintf(cfg.Out, "\n== diff --patch and merge, engine %s (%d text files; diffs: median of %d) ==\n", engine, n, reps)
-	fmt.Fprintf(cfg.Out, "%-9s %-14s %-14s %-16s %-14s %-14s\n", "changed", "write them", "change list", "diff --patch", "merge dry-run", "merge")
+	fmt.Fprintf(cfg.Out, "%-9s %-14s %-14s %-16s %-14s %-14s %-14s %-14s\n", "changed", "write them", "change list", "diff --patch", "merge dry-run", "merge", "git diff", "git merge")
 	home, err := registry.Open(filepath.Join(cfg.Dir, "home-workout-"+engine))
 	if err != nil {
 		return err
@@ -70,6 +72,10 @@ func Workout(cfg Config, engine string) error {
 	}
 	defer base.Close()
 	if err := textPopulate(base, n); err != nil {
+		return err
+	}
+	g, err := newGitTree(filepath.Join(cfg.Dir, "git-workout"), n)
+	if err != nil {
 		return err
 	}
 	syscall.Sync()
@@ -110,10 +116,7 @@ func Workout(cfg Config, engine string) error {
 			return fmt.Errorf("workout: %d changes, want %d", len(changes), k)
 		}
 		patch, err := median(reps, func() error {
-			cs, err := vfs.Diff(from, to)
-			if err == nil {
-				_, err = vfs.Patches(from, to, cs)
-			}
+			_, _, err := vfs.ContentDiff(from, to, true)
 			return err
 		})
 		if err != nil {
@@ -136,7 +139,15 @@ func Workout(cfg Config, engine string) error {
 			return fmt.Errorf("workout: merge applied %d of %d", len(res.Applied), k)
 		}
 		fork.Close()
-		fmt.Fprintf(cfg.Out, "%-9d %-14s %-14s %-16s %-14s %-14s\n", k, ms(write), ms(list), ms(patch), ms(dry), ms(merge))
+		gitDiff, gitMerge := "(no git)", "(no git)"
+		if g != nil {
+			d, m, err := g.measure(k, reps)
+			if err != nil {
+				return err
+			}
+			gitDiff, gitMerge = ms(d), ms(m)
+		}
+		fmt.Fprintf(cfg.Out, "%-9d %-14s %-14s %-16s %-14s %-14s %-14s %-14s\n", k, ms(write), ms(list), ms(patch), ms(dry), ms(merge), gitDiff, gitMerge)
 	}
 	return nil
 }

@@ -221,6 +221,9 @@ type change struct {
 	Type       string `json:"type"`
 	SizeBefore int64  `json:"size_before"`
 	SizeAfter  int64  `json:"size_after"`
+	// From is the old path of a rename (avfs diff), null otherwise, as in
+	// proxy exec's changes.
+	From *string `json:"from"`
 }
 
 type diffResult struct {
@@ -231,8 +234,12 @@ type diffResult struct {
 }
 
 func (r diffResult) human(w io.Writer) {
-	marks := map[string]string{"added": "A", "modified": "M", "deleted": "D", "type_changed": "T", "mode_changed": "m"}
+	marks := map[string]string{"added": "A", "modified": "M", "deleted": "D", "renamed": "R", "type_changed": "T", "mode_changed": "m"}
 	for _, c := range r.Changes {
+		if c.From != nil {
+			fmt.Fprintf(w, "%s %s -> %s\n", marks[c.Kind], *c.From, c.Path)
+			continue
+		}
 		fmt.Fprintf(w, "%s %s\n", marks[c.Kind], c.Path)
 	}
 	if len(r.Changes) == 0 {

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,15 +33,13 @@ type contentDiff struct {
 
 func (r contentDiff) human(w io.Writer) {
 	if r.stat {
-		writeStat(w, r.patches)
+		vfs.WriteStat(w, r.patches)
 	}
 	if r.patch {
 		if r.stat {
 			fmt.Fprintln(w)
 		}
-		for _, p := range r.patches {
-			io.WriteString(w, p.Text)
-		}
+		io.WriteString(w, vfs.PatchText(r.patches))
 	}
 	if !r.stat && !r.patch {
 		l := diffResult{From: r.From, To: r.To}
@@ -51,65 +48,6 @@ func (r contentDiff) human(w io.Writer) {
 		}
 		l.human(w)
 	}
-}
-
-// writeStat prints git's --stat: a line per path git keeps, with a bar of
-// + and - scaled to 50 columns, and the totals.
-func writeStat(w io.Writer, ps []vfs.FilePatch) {
-	width, most := 0, 0
-	var shown []vfs.FilePatch
-	for _, p := range ps {
-		if p.Text == "" {
-			continue
-		}
-		shown = append(shown, p)
-		width = max(width, len(strings.TrimPrefix(p.Path, "/")))
-		most = max(most, p.Insertions+p.Deletions)
-	}
-	digits := len(fmt.Sprint(most))
-	ins, del := 0, 0
-	for _, p := range shown {
-		name := strings.TrimPrefix(p.Path, "/")
-		if p.Binary {
-			fmt.Fprintf(w, " %-*s | %*s %d -> %d bytes\n", width, name, digits, "Bin", p.SizeBefore, p.SizeAfter)
-			continue
-		}
-		n := p.Insertions + p.Deletions
-		plus, minus := p.Insertions, p.Deletions
-		if most > 50 {
-			plus, minus = scaled(p.Insertions, most), scaled(p.Deletions, most)
-		}
-		fmt.Fprintf(w, " %-*s | %*d %s%s\n", width, name, digits, n, strings.Repeat("+", plus), strings.Repeat("-", minus))
-		ins += p.Insertions
-		del += p.Deletions
-	}
-	files := "files"
-	if len(shown) == 1 {
-		files = "file"
-	}
-	fmt.Fprintf(w, " %d %s changed", len(shown), files)
-	if ins > 0 || del == 0 {
-		fmt.Fprintf(w, ", %d insertion%s(+)", ins, plural(ins))
-	}
-	if del > 0 {
-		fmt.Fprintf(w, ", %d deletion%s(-)", del, plural(del))
-	}
-	fmt.Fprintln(w)
-}
-
-// scaled is n of most as a bar of 50 columns, at least one for n > 0.
-func scaled(n, most int) int {
-	if n == 0 {
-		return 0
-	}
-	return max(1, n*50/most)
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 func (a *app) diffCmd() *cobra.Command {
@@ -121,8 +59,12 @@ func (a *app) diffCmd() *cobra.Command {
 vault and TO to its working state, as for checkpoint diff. ` + refHelp + `
 
 --patch prints a git-format patch that "git apply" takes on a tree holding
-FROM (new and deleted files, mode changes, symlinks; "Binary files ...
-differ" for content git would call binary or that is over 16 MiB).
+FROM (new and deleted files, mode changes, symlinks, renames; a git
+binary patch for content git would call binary, "Binary files ... differ"
+for content over 16 MiB). A deleted and an added file are one rename when
+their content is the same (told from the chunk hashes, nothing read) or,
+among at most 256 files of at most 1 MiB, when half their bytes are in
+lines both hold (git's -M50%): kind "renamed", with "from" the old path.
 Directories, device files and modes other than the owner's execute bit
 have no form in a patch. --stat prints git's stat lines. With --json,
 each change carries its patch (null when binary or absent), binary and
@@ -164,23 +106,22 @@ files are never read. Text is compared line by line with Myers' algorithm
 			if to, err = r.Resolve(argOr(args, 1, refs.Working)); err != nil {
 				return nil, err
 			}
-			changes, err := vfs.Diff(from.StateRef, to.StateRef)
+			changes, patches, err := vfs.ContentDiff(from.StateRef, to.StateRef, patch || stat || a.jsonOut)
 			if err != nil {
 				return nil, err
 			}
 			res := contentDiff{From: from.Name, To: to.Name, Changes: []contentChange{}, Summary: map[string]int{},
 				patch: patch, stat: stat}
-			for _, k := range []vfs.ChangeKind{vfs.Added, vfs.Modified, vfs.Deleted, vfs.TypeChanged, vfs.ModeChanged} {
+			for _, k := range []vfs.ChangeKind{vfs.Added, vfs.Modified, vfs.Deleted, vfs.Renamed, vfs.TypeChanged, vfs.ModeChanged} {
 				res.Summary[string(k)] = 0
 			}
-			if patch || stat || a.jsonOut {
-				if res.patches, err = vfs.Patches(from.StateRef, to.StateRef, changes); err != nil {
-					return nil, err
-				}
-			}
+			res.patches = patches
 			for i, c := range changes {
 				cc := contentChange{change: change{Path: c.Path, Kind: string(c.Kind), Type: c.Type,
 					SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter}}
+				if c.From != "" {
+					cc.From = &c.From
+				}
 				if res.patches != nil {
 					p := res.patches[i]
 					cc.Binary, cc.Insertions, cc.Deletions = p.Binary, p.Insertions, p.Deletions

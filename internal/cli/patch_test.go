@@ -48,17 +48,21 @@ func hostTree(t *testing.T, root string) map[string]string {
 	return out
 }
 
+// realRepos are modules of the module cache (the build's own
+// dependencies, so there) whose files the real-git tests edit.
+var realRepos = []string{"spf13/cobra@*", "spf13/pflag@*", "sergi/go-diff@*", "rogpeppe/go-internal@*"}
+
 // realRepo copies a Go module from the module cache, the real files of a
 // real project, into a temporary directory.
-func realRepo(t *testing.T) string {
+func realRepo(t *testing.T, module string) string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
 		t.Skip("no go command:", err)
 	}
-	mods, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "github.com", "spf13", "cobra@*"))
+	mods, _ := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "github.com", filepath.FromSlash(module)))
 	if len(mods) == 0 {
-		t.Skip("no cobra module in the module cache")
+		t.Skipf("no %s module in the module cache", module)
 	}
 	dst := filepath.Join(t.TempDir(), "repo")
 	if b, err := exec.Command("cp", "-r", mods[0], dst).CombinedOutput(); err != nil {
@@ -102,14 +106,21 @@ func TestPatchAppliesWithGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
 	}
-	repo := realRepo(t)
-	for seed := range uint64(4) {
+	for seed := range uint64(len(realRepos)) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			repo := realRepo(t, realRepos[seed])
 			r := newRunner(t)
 			rng := rand.New(rand.NewPCG(seed, 15))
 			host := filepath.Join(t.TempDir(), "host")
 			if b, err := exec.Command("cp", "-a", repo, host).CombinedOutput(); err != nil {
 				t.Fatalf("cp: %v %s", err, b)
+			}
+			// A binary file and a symlink in the base, changed by the fork.
+			if err := os.WriteFile(filepath.Join(host, "logo.bin"), []byte("\x89PNG\x00\x01\x02 base"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("go.mod", filepath.Join(host, "readme-link")); err != nil {
+				t.Fatal(err)
 			}
 			r.ok("vault", "create", "base", "--use", "--from", host)
 			r.ok("vault", "fork", "base", "task", "--use")
@@ -120,6 +131,28 @@ func TestPatchAppliesWithGit(t *testing.T) {
 				}
 			}
 			slices.Sort(files)
+			// Renames: one with the same content, one with edits and a new
+			// mode, a binary file's; a binary file and a symlink changed.
+			var md, goFile string
+			for _, f := range files {
+				if md == "" && strings.HasSuffix(f, ".md") {
+					md = f
+				}
+				if goFile == "" && strings.HasSuffix(f, ".go") && strings.Count(r.ok("cat", f), "\n") > 10 {
+					goFile = f
+				}
+			}
+			if md == "" || goFile == "" {
+				t.Fatalf("%s has no .md file or no .go file of more than 10 lines", realRepos[seed])
+			}
+			r.ok("mv", md, "/moved-"+strings.TrimPrefix(md, "/"))
+			r.ok("mv", goFile, "/cmd-moved.go")
+			r.ok("write", "/cmd-moved.go", r.ok("cat", "/cmd-moved.go")+"// one more line\n")
+			r.ok("chmod", "u+x", "/cmd-moved.go")
+			r.ok("write", "/logo.bin", "\x89PNG\x00\x01\x02 fork")
+			r.ok("mv", "/logo.bin", "/logo-moved.bin")
+			r.ok("rm", "/readme-link")
+			r.ok("ln", "-s", "docs-readme.md", "/readme-link")
 			for i := range 30 {
 				f := files[rng.IntN(len(files))]
 				switch rng.IntN(8) {
@@ -147,6 +180,13 @@ func TestPatchAppliesWithGit(t *testing.T) {
 			r.ok("write", "/na\u00efve\tname \"q\".txt", "quoted\n")
 			r.ok("write", "/bin.dat", "\x00\x01binary\xff")
 			patch := r.ok("diff", "vault:base", "vault:task", "--patch")
+			md, goFile = strings.TrimPrefix(md, "/"), strings.TrimPrefix(goFile, "/")
+			for _, want := range []string{"rename from " + md + "\nrename to moved-" + md + "\n",
+				"rename from " + goFile + "\nrename to cmd-moved.go\nold mode 100644\nnew mode 100755\n--- a/" + goFile + "\n", "GIT binary patch"} {
+				if !strings.Contains(patch, want) {
+					t.Errorf("the patch lacks %q", want)
+				}
+			}
 			from, to := t.TempDir(), t.TempDir()
 			r.ok("export", "/", from, "--at", "vault:base")
 			r.ok("export", "/", to, "--at", "vault:task")
@@ -166,8 +206,9 @@ func TestPatchAppliesWithGit(t *testing.T) {
 			// same tree; a host file edited meanwhile is a conflict, left
 			// as it is.
 			var edited string
+			list := r.ok("diff", "vault:base", "vault:task", "--json")
 			for _, f := range files {
-				if out := r.ok("diff", "vault:base", "vault:task", "--json"); strings.Contains(out, `"path": "`+f+`",`+"\n"+`      "kind": "modified"`) {
+				if strings.Contains(list, `"path": "`+f+`",`+"\n"+`      "kind": "modified"`) {
 					edited = strings.TrimPrefix(f, "/")
 					break
 				}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -25,7 +26,10 @@ type transferResult struct {
 	Bytes       int64     `json:"bytes"`
 	Skipped     []skipped `json:"skipped"`
 	DurationMS  float64   `json:"duration_ms"`
-	verb        string
+	// Origin is what an import of a directory into / recorded (see
+	// vault create --from); absent otherwise.
+	Origin *vfs.Origin `json:"origin,omitempty"`
+	verb   string
 }
 
 type skipped struct {
@@ -38,6 +42,9 @@ func (r transferResult) human(w io.Writer) {
 		r.Source, r.Destination, r.Files, r.Dirs, r.Symlinks, r.Hardlinks, sizeString(r.Bytes), r.DurationMS)
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Path, s.Reason)
+	}
+	if r.Origin != nil {
+		fmt.Fprintf(w, "origin %s (checkpoint %s)\n", r.Origin.HostDir, r.Origin.Checkpoint)
 	}
 }
 
@@ -59,7 +66,12 @@ Data moves in 1 MiB steps and about 4 MiB per transaction, so memory stays
 bounded whatever the file sizes. Each file is put in place whole, by the
 transaction that writes its last step, so a file refused half-way (a quota)
 leaves what the vault held at its name. An import is not one transaction:
-save a checkpoint first to be able to undo it.`,
+save a checkpoint first to be able to undo it.
+
+A directory imported into / becomes the vault's origin, as with vault
+create --from: a checkpoint ("origin", or "origin-N" when taken) holds
+what was imported, and avfs apply writes the changes made since then back
+into the directory by default. vault info shows it.`,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.withVault(func(_ *registry.Home, v *vfs.Vault) (any, error) {
@@ -67,6 +79,11 @@ save a checkpoint first to be able to undo it.`,
 				r, err := a.importTree(v, args[0], argOr(args, 1, ""))
 				if err != nil {
 					return nil, err
+				}
+				if info, err := os.Lstat(args[0]); err == nil && info.IsDir() && r.Destination == "/" {
+					if r.Origin, err = recordOrigin(v, r.Source); err != nil {
+						return nil, err
+					}
 				}
 				r.DurationMS = ms(time.Since(start))
 				return r, nil

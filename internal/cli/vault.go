@@ -40,7 +40,7 @@ type vaultInfo struct {
 	Usage         vfs.Usage `json:"usage"`
 	Quota         vfs.Quota `json:"quota"`
 	FileSize      int64     `json:"file_size"` // bytes of the vault file on disk
-	// Origin is where the content came from (vault create --from); null
+	// Origin is where the content came from (vault create --from, import); null
 	// when it was not imported so.
 	Origin *vfs.Origin `json:"origin"`
 	// Space says who needs the bytes of the file; vault info only.
@@ -466,11 +466,28 @@ func (a *app) importOrigin(v *vfs.Vault, hostDir string) error {
 	if _, err := a.importTree(v, abs, "/"); err != nil {
 		return err
 	}
-	cp, err := v.SaveCheckpoint("origin", "imported from "+abs)
-	if err != nil {
-		return err
+	_, err = recordOrigin(v, abs)
+	return err
+}
+
+// recordOrigin saves a checkpoint of what v holds now, just imported from
+// host directory abs, and records both as v's origin, replacing any
+// before: the newest import is what the host directory holds. The
+// checkpoint is "origin", or "origin-N" when that name is taken.
+func recordOrigin(v *vfs.Vault, abs string) (*vfs.Origin, error) {
+	name := "origin"
+	for i := 2; ; i++ {
+		cp, err := v.SaveCheckpoint(name, "imported from "+abs)
+		if errs.Is(err, errs.AlreadyExists) && i < 1000 {
+			name = fmt.Sprintf("origin-%d", i)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		o := vfs.Origin{HostDir: abs, Checkpoint: cp.Name, RecordedAt: cp.CreatedAt}
+		return &o, v.SetOrigin(o)
 	}
-	return v.SetOrigin(vfs.Origin{HostDir: abs, Checkpoint: cp.Name, RecordedAt: cp.CreatedAt})
 }
 
 // settingKeys are the keys of vault set.

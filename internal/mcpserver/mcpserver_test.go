@@ -272,6 +272,44 @@ func TestVaultsAndCheckpoints(t *testing.T) {
 	}
 }
 
+// diff with patch and stat returns the text avfs diff prints, renames
+// included, and without them no patch at all.
+func TestDiffPatch(t *testing.T) {
+	t.Parallel()
+	home := newHome(t)
+	s := connect(t, home)
+	s.ok("file_write", map[string]any{"path": "/a.txt", "content": "one\ntwo\nthree\n"}, nil)
+	s.ok("file_write", map[string]any{"path": "/old.txt", "content": "moved as it is\n"}, nil)
+	s.ok("checkpoint_save", map[string]any{"name": "c1"}, nil)
+	s.ok("file_write", map[string]any{"path": "/a.txt", "content": "one\n2\nthree\n"}, nil)
+	if code, out, errOut := avfs(t, home, "mv", "/old.txt", "/new.txt"); code != 0 {
+		t.Fatal(out, errOut)
+	}
+	var d struct {
+		Changes []struct{ Path, Kind, From string }
+		Summary map[string]int
+		Patch   string
+		Stat    string
+	}
+	s.ok("diff", map[string]any{"from": "c1", "patch": true, "stat": true}, &d)
+	_, patch, _ := avfs(t, home, "diff", "c1", "@", "--patch")
+	_, stat, _ := avfs(t, home, "diff", "c1", "@", "--stat")
+	if d.Patch != patch || !strings.Contains(patch, "rename from old.txt\nrename to new.txt\n") || !strings.Contains(patch, "+2\n") {
+		t.Errorf("diff's patch:\n%s\navfs diff --patch:\n%s", d.Patch, patch)
+	}
+	if d.Stat != stat || !strings.Contains(stat, "old.txt => new.txt | 0") {
+		t.Errorf("diff's stat:\n%s\navfs diff --stat:\n%s", d.Stat, stat)
+	}
+	if len(d.Changes) != 2 || d.Changes[1].Kind != "renamed" || d.Changes[1].From != "/old.txt" || d.Summary["renamed"] != 1 {
+		t.Errorf("diff's changes: %+v %v", d.Changes, d.Summary)
+	}
+	var plain map[string]any
+	s.ok("diff", map[string]any{"from": "c1"}, &plain)
+	if _, ok := plain["patch"]; ok {
+		t.Errorf("a diff without patch: true has a patch: %v", plain)
+	}
+}
+
 func TestFiles(t *testing.T) {
 	t.Parallel()
 	s := connect(t, newHome(t))

@@ -250,7 +250,7 @@ var tools = []tool{
 		desc: "Make a checkpoint the working state again, in O(1). Unsaved changes are discarded; every checkpoint stays.",
 		add:  handle(checkpointRestore)},
 	{name: "diff", title: "Diff two states", readOnly: true,
-		desc: "List the paths that differ between two states of the vault: from a checkpoint (default: the latest) to another or to the working state (default).",
+		desc: "List the paths that differ between two states of the vault: from a checkpoint (default: the latest) to another or to the working state (default). A file moved (with or without edits) is one change of kind renamed, from its old path. With patch, also the git-format patch of it all (as avfs diff --patch); with stat, git's stat lines.",
 		add:  handle(diff)},
 	{name: "undo", title: "Undo a run", destructive: true,
 		desc: "Return the vault to the state just before an exec run (default: its latest run that kept a checkpoint); later runs are undone with it.",

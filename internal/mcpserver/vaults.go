@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -158,8 +159,10 @@ func checkpointRestore(s *server, _ context.Context, _ *mcp.CallToolRequest, in 
 // DiffArgs are diff's arguments.
 type DiffArgs struct {
 	VaultArg
-	From string `json:"from,omitempty" jsonschema:"the checkpoint to compare from (default: the vault's latest checkpoint)"`
-	To   string `json:"to,omitempty" jsonschema:"the checkpoint to compare to (default: the working state)"`
+	From  string `json:"from,omitempty" jsonschema:"the checkpoint to compare from (default: the vault's latest checkpoint)"`
+	To    string `json:"to,omitempty" jsonschema:"the checkpoint to compare to (default: the working state)"`
+	Patch bool   `json:"patch,omitempty" jsonschema:"also return the changes as one git-format patch, the text avfs diff --patch prints, which git apply takes on a tree holding from"`
+	Stat  bool   `json:"stat,omitempty" jsonschema:"also return git's --stat lines, as avfs diff --stat prints them"`
 }
 
 // DiffResult is diff's result: the paths that differ, sorted.
@@ -169,6 +172,8 @@ type DiffResult struct {
 	To      string         `json:"to"` // "" is the working state
 	Changes []vfs.Change   `json:"changes"`
 	Summary map[string]int `json:"summary"`
+	Patch   string         `json:"patch,omitempty"` // with patch: true
+	Stat    string         `json:"stat,omitempty"`  // with stat: true
 }
 
 func diff(s *server, _ context.Context, _ *mcp.CallToolRequest, in DiffArgs) (out DiffResult, err error) {
@@ -194,12 +199,20 @@ func diff(s *server, _ context.Context, _ *mcp.CallToolRequest, in DiffArgs) (ou
 				return err
 			}
 		}
-		changes, err := vfs.Diff(vfs.StateRef{Vault: v, Checkpoint: from}, vfs.StateRef{Vault: v, Checkpoint: in.To})
+		changes, patches, err := vfs.ContentDiff(vfs.StateRef{Vault: v, Checkpoint: from}, vfs.StateRef{Vault: v, Checkpoint: in.To}, in.Patch || in.Stat)
 		if err != nil {
 			return err
 		}
 		out = DiffResult{Vault: v.Name(), From: from, To: in.To, Changes: append([]vfs.Change{}, changes...), Summary: map[string]int{}}
-		for _, k := range []vfs.ChangeKind{vfs.Added, vfs.Modified, vfs.Deleted, vfs.TypeChanged, vfs.ModeChanged} {
+		if in.Patch {
+			out.Patch = vfs.PatchText(patches)
+		}
+		if in.Stat {
+			var b strings.Builder
+			vfs.WriteStat(&b, patches)
+			out.Stat = b.String()
+		}
+		for _, k := range []vfs.ChangeKind{vfs.Added, vfs.Modified, vfs.Deleted, vfs.Renamed, vfs.TypeChanged, vfs.ModeChanged} {
 			out.Summary[string(k)] = 0
 		}
 		for _, c := range changes {

@@ -31,6 +31,8 @@ type Change struct {
 	Type       string     `json:"type"` // the file type after the change (before, for deletions)
 	SizeBefore int64      `json:"size_before"`
 	SizeAfter  int64      `json:"size_after"`
+	// From is the path before a rename (kind Renamed, see FindRenames).
+	From string `json:"from,omitempty"`
 }
 
 // StateRef names a state: a vault's working state (Checkpoint ""), one
@@ -70,17 +72,22 @@ type layerID struct {
 func Diff(from, to StateRef) ([]Change, error) {
 	var out []Change
 	err := from.view(func(a *Tx) error {
-		return to.view(func(b *Tx) error {
-			d := &differ{a: a, b: b, seen: map[string]ChangeKind{}, visited: map[string]bool{}}
-			if err := d.run(); err != nil {
-				return err
-			}
-			out = d.changes
-			return nil
+		return to.view(func(b *Tx) (err error) {
+			out, err = diffIn(a, b)
+			return err
 		})
 	})
-	slices.SortFunc(out, func(x, y Change) int { return strings.Compare(x.Path, y.Path) })
 	return out, err
+}
+
+// diffIn is Diff of the states two transactions read.
+func diffIn(a, b *Tx) ([]Change, error) {
+	d := &differ{a: a, b: b, seen: map[string]ChangeKind{}, visited: map[string]bool{}}
+	if err := d.run(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(d.changes, func(x, y Change) int { return strings.Compare(x.Path, y.Path) })
+	return d.changes, nil
 }
 
 type differ struct {

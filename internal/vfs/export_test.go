@@ -6,3 +6,6 @@ func SetGCAfterMark(fn func()) (restore func()) {
 	gcAfterMark = fn
 	return func() { gcAfterMark = nil }
 }
+
+// ChunkKeyPrefix is the first byte of a chunk's data key.
+const ChunkKeyPrefix = prefixChunk

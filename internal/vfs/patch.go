@@ -12,6 +12,8 @@ import (
 // FilePatch is one change of a diff in git's patch format.
 type FilePatch struct {
 	Path string
+	// From is the path before a rename, "" otherwise.
+	From string
 	// Text is the change as `git apply` takes it, "" when the path has no
 	// form in git (a directory, a device) or only a mode git does not keep.
 	Text string
@@ -35,23 +37,32 @@ const patchContext = 3
 
 // Patches returns the git patch of each change of Diff(from, to), in the
 // same order. Only the changed paths are read; a path's content is read
-// whole, up to MaxTextDiff, and compared line by line (Myers' algorithm,
-// from github.com/sergi/go-diff).
+// whole, up to MaxTextDiff, a chunk both sides hold fetched once, and
+// compared line by line (Myers' algorithm, from github.com/sergi/go-diff).
+// A rename with the same content (same chunk hashes) is not read at all.
+// Git needs every byte of a binary file for its blob names, so a binary
+// patch reads both sides whole too.
 func Patches(from, to StateRef, changes []Change) ([]FilePatch, error) {
-	out := make([]FilePatch, 0, len(changes))
+	var out []FilePatch
 	err := from.view(func(a *Tx) error {
-		return to.view(func(b *Tx) error {
-			for _, c := range changes {
-				p, err := patchOf(a, b, c.Path)
-				if err != nil {
-					return err
-				}
-				out = append(out, p)
-			}
-			return nil
+		return to.view(func(b *Tx) (err error) {
+			out, err = patchesIn(a, b, changes)
+			return err
 		})
 	})
 	return out, err
+}
+
+func patchesIn(a, b *Tx, changes []Change) ([]FilePatch, error) {
+	out := make([]FilePatch, 0, len(changes))
+	for _, c := range changes {
+		p, err := patchOf(a, b, c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // side is what one state holds at a path, as git sees it.
@@ -62,7 +73,8 @@ type side struct {
 	size    int64
 }
 
-func gitSide(t *Tx, p string) (side, error) {
+// gitSide reads what t holds at p; a file's content only when read.
+func gitSide(t *Tx, p string, read bool, memo chunkMemo) (side, error) {
 	n, err := lookupNoFollow(t, p)
 	if err != nil || n == nil {
 		return side{}, err
@@ -79,21 +91,44 @@ func gitSide(t *Tx, p string) (side, error) {
 			s.big = true
 			return s, nil
 		}
-		s.content = make([]byte, n.Size)
-		for off := 0; off < len(s.content); {
-			k, err := t.Read(n.Ino, int64(off), s.content[off:])
-			if err != nil {
-				return s, err
-			}
-			if k == 0 {
-				s.content = s.content[:off]
-				break
-			}
-			off += k
+		if !read {
+			return s, nil
 		}
-		return s, nil
+		s.content, err = readChunks(t, n, memo)
+		return s, err
 	}
 	return side{}, nil
+}
+
+// chunkMemo holds the chunks read for one change, by hash, so that a
+// chunk both sides hold is fetched once.
+type chunkMemo map[string][]byte
+
+// readChunks reads file n whole, chunk by chunk, taking from memo (when
+// not nil) the chunks already read and adding those it reads.
+func readChunks(t *Tx, n *inode, memo chunkMemo) ([]byte, error) {
+	content := make([]byte, n.Size)
+	for i := uint64(0); i*ChunkSize < n.Size; i++ {
+		dst := content[i*ChunkSize : min(n.Size, (i+1)*ChunkSize)]
+		sum, _, ok, err := t.chunkRef(n, i)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue // a hole reads as zeros
+		}
+		data, seen := memo[string(sum)]
+		if !seen {
+			if data, err = t.chunkData(n, i); err != nil {
+				return nil, err
+			}
+		}
+		copy(dst, data)
+		if memo != nil && !seen {
+			memo[string(sum)] = dst[:min(len(dst), len(data))]
+		}
+	}
+	return content, nil
 }
 
 // blobID is the side's git object name; all zeros when absent, as git writes.
@@ -108,13 +143,18 @@ func (s side) binary() bool {
 	return s.big || bytes.IndexByte(s.content[:min(len(s.content), 8000)], 0) >= 0
 }
 
-func patchOf(a, b *Tx, p string) (FilePatch, error) {
+func patchOf(a, b *Tx, c Change) (FilePatch, error) {
+	if c.Kind == Renamed {
+		return renamePatch(a, b, c)
+	}
+	p := c.Path
 	fp := FilePatch{Path: p}
-	sa, err := gitSide(a, p)
+	memo := chunkMemo{}
+	sa, err := gitSide(a, p, true, memo)
 	if err != nil {
 		return fp, err
 	}
-	sb, err := gitSide(b, p)
+	sb, err := gitSide(b, p, true, memo)
 	if err != nil {
 		return fp, err
 	}
@@ -131,6 +171,40 @@ func patchOf(a, b *Tx, p string) (FilePatch, error) {
 	default:
 		fp.section(&w, p, sa, sb)
 	}
+	fp.Text = w.String()
+	return fp, nil
+}
+
+// renamePatch is the patch of a rename: its content is read only when it
+// changed, which the chunk hashes tell.
+func renamePatch(a, b *Tx, c Change) (FilePatch, error) {
+	fp := FilePatch{Path: c.Path, From: c.From}
+	ka, err := contentKey(a, c.From)
+	if err != nil {
+		return fp, err
+	}
+	kb, err := contentKey(b, c.Path)
+	if err != nil {
+		return fp, err
+	}
+	same := ka == kb
+	memo := chunkMemo{}
+	sa, err := gitSide(a, c.From, !same, memo)
+	if err != nil {
+		return fp, err
+	}
+	sb, err := gitSide(b, c.Path, !same, memo)
+	if err != nil {
+		return fp, err
+	}
+	fp.SizeBefore, fp.SizeAfter = sa.size, sb.size
+	sim := 100
+	if !same {
+		fp.Binary = sa.binary() || sb.binary()
+		sim = min(99, similarity(lineCounts(sa.content), lineCounts(sb.content), sa.size, sb.size))
+	}
+	var w strings.Builder
+	fp.rename(&w, c.From, c.Path, sa, sb, sim, same)
 	fp.Text = w.String()
 	return fp, nil
 }
@@ -158,6 +232,27 @@ func (fp *FilePatch) section(w *strings.Builder, p string, a, b side) {
 	if same || (len(a.content) == 0 && len(b.content) == 0 && !a.big && !b.big) {
 		return
 	}
+	fp.body(w, nameA, nameB, a, b)
+}
+
+// rename writes the section of a rename from old to p, with similarity
+// sim; same: the content is the same, and only the header is written.
+func (fp *FilePatch) rename(w *strings.Builder, old, p string, a, b side, sim int, same bool) {
+	ro, rp := strings.TrimPrefix(old, "/"), strings.TrimPrefix(p, "/")
+	nameA, nameB := quoteGit("a/"+ro), quoteGit("b/"+rp)
+	fmt.Fprintf(w, "diff --git %s %s\n", nameA, nameB)
+	fmt.Fprintf(w, "similarity index %d%%\nrename from %s\nrename to %s\n", sim, quoteGit(ro), quoteGit(rp))
+	if a.mode != b.mode {
+		fmt.Fprintf(w, "old mode %s\nnew mode %s\n", a.mode, b.mode)
+	}
+	if !same {
+		fp.body(w, nameA, nameB, a, b)
+	}
+}
+
+// body writes the content change from a to b of a section whose header
+// is written: a binary patch, or the hunks.
+func (fp *FilePatch) body(w *strings.Builder, nameA, nameB string, a, b side) {
 	if a.binary() || b.binary() {
 		if a.big || b.big {
 			fmt.Fprintf(w, "Binary files %s and %s differ\n", nameA, nameB)

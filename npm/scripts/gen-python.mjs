@@ -35,7 +35,7 @@ const PY_NAMES = {
   "diff.json#/properties/summary": "DiffSummary",
   "content-diff.json#": "ContentDiff",
   "content-diff.json#/properties/changes/items": "ContentDiffEntry",
-  "content-diff.json#/properties/summary": "DiffSummary",
+  "content-diff.json#/properties/summary": "ContentDiffSummary",
   "vault-merge.json#": "VaultMerge",
   "vault-merge.json#/properties/applied/items": "MergeApplied",
   "vault-merge.json#/properties/conflicts/items": "MergeConflict",

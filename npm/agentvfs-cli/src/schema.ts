@@ -251,7 +251,7 @@ export interface CompletionResult {
 }
 
 /**
- * avfs diff. from and to are vault:NAME (a working state), vault:NAME@CHECKPOINT, or vault:NAME@CHECKPOINT^after (the state just after a proxy run); changes are sorted by path and carry checkpoint diff's fields and their patch.
+ * avfs diff. from and to are vault:NAME (a working state), vault:NAME@CHECKPOINT, or vault:NAME@CHECKPOINT^after (the state just after a proxy run); changes are sorted by path and carry checkpoint diff's fields and their patch. A deleted and an added file with the same content, or similar content by lines (git's -M50%), are one change of kind renamed at the new path, with from naming the old one.
  * Schema: docs/schema/content-diff.json
  */
 export interface ContentDiffResult {
@@ -259,10 +259,12 @@ export interface ContentDiffResult {
   to: string;
   changes: {
     path: VaultPath;
-    kind: "added" | "modified" | "deleted" | "type_changed" | "mode_changed";
+    kind: "added" | "modified" | "deleted" | "renamed" | "type_changed" | "mode_changed";
     type: FileType;
     size_before: Bytes;
     size_after: Bytes;
+    /** the old path of a rename (kind renamed); null otherwise */
+    from: string | null;
     /** the change as a git-format patch; null when the content is binary or git keeps nothing of the path (a directory, a device, a mode other than the execute bit) */
     patch: string | null;
     /** the content is not text: a NUL byte in its first 8000 bytes, or over 16 MiB */
@@ -274,6 +276,7 @@ export interface ContentDiffResult {
     added: number;
     modified: number;
     deleted: number;
+    renamed: number;
     type_changed: number;
     mode_changed: number;
   };
@@ -305,6 +308,8 @@ export interface DiffResult {
     type: FileType;
     size_before: Bytes;
     size_after: Bytes;
+    /** the old path of a rename (kind renamed); null otherwise: checkpoint diff lists a rename as a deletion and an addition */
+    from?: string | null;
   }[];
   summary: {
     added: number;
@@ -854,6 +859,12 @@ export interface TransferResult {
     reason: string;
   }[];
   duration_ms: DurationMs;
+  /** import only, of a directory into /: the origin it recorded, as vault info shows it (a checkpoint "origin", or "origin-N" when taken); absent otherwise */
+  origin?: {
+    host_dir: string;
+    checkpoint: string;
+    recorded_at: string;
+  };
 }
 
 /**
@@ -922,7 +933,7 @@ export interface VaultInfoResult {
   usage: Usage;
   quota: Quota;
   file_size: Bytes;
-  /** where the content came from (vault create --from): the host directory and the checkpoint holding the import; null otherwise */
+  /** where the content came from (vault create --from, or avfs import of a directory into /): the host directory and the checkpoint holding the import; null otherwise */
   origin?: null | {
     host_dir: string;
     checkpoint: string;

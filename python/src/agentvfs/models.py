@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 from ._document import CatContent, Document, EnvelopeAccess, StreamOutput, attr_name, json_key
 
-__all__ = ["Document", "StreamOutput", "attr_name", "json_key", "SCHEMAS", "RUN_STATES", "RunState", "ERROR_KINDS", "ErrorKind", "ApplyNote", "ApplyResult", "ApplyEntry", "CatResult", "CheckpointDeleted", "CheckpointList", "CheckpointPruneResult", "CheckpointPruneResultKept", "Restored", "SavedCheckpoint", "ChmodResult", "Usage", "Quota", "Checkpoint", "Entry", "TreeNode", "Isolation", "CompactResult", "CompletionResult", "ContentDiff", "ContentDiffEntry", "DiffSummary", "CpResult", "Diff", "DiffEntry", "FsckResult", "GcResult", "HelpResult", "LnResult", "Listing", "McpResult", "MkdirResult", "Mount", "MountRecord", "Mounts", "MvResult", "PolicyCheck", "PolicyRequest", "Decision", "CommandDecision", "PolicyShowResult", "PolicyShowResultCategories", "PolicyShowResultRules", "PolicyShowResultVaultRules", "PolicyShowResultSandbox", "ApprovalResult", "Approval", "ProxyExecResult", "ProxyRequest", "ProxyResult", "StageTimes", "RunCheckpoint", "Change", "ChangeSummary", "RunError", "ProxyHistory", "HistoryRun", "RedoResult", "UndoResult", "QuotaResult", "RmResult", "Stat", "TransferResult", "TransferResultSkipped", "TreeResult", "Unmounted", "VaultDeleted", "Fork", "Vault", "Origin", "VaultSpace", "VaultSettings", "VaultList", "VaultSummary", "VaultMerge", "MergeApplied", "MergeConflict", "VersionInfo", "WriteResult"]
+__all__ = ["Document", "StreamOutput", "attr_name", "json_key", "SCHEMAS", "RUN_STATES", "RunState", "ERROR_KINDS", "ErrorKind", "ApplyNote", "ApplyResult", "ApplyEntry", "CatResult", "CheckpointDeleted", "CheckpointList", "CheckpointPruneResult", "CheckpointPruneResultKept", "Restored", "SavedCheckpoint", "ChmodResult", "Usage", "Quota", "Checkpoint", "Entry", "TreeNode", "Isolation", "CompactResult", "CompletionResult", "ContentDiff", "ContentDiffEntry", "ContentDiffSummary", "CpResult", "Diff", "DiffEntry", "DiffSummary", "FsckResult", "GcResult", "HelpResult", "LnResult", "Listing", "McpResult", "MkdirResult", "Mount", "MountRecord", "Mounts", "MvResult", "PolicyCheck", "PolicyRequest", "Decision", "CommandDecision", "PolicyShowResult", "PolicyShowResultCategories", "PolicyShowResultRules", "PolicyShowResultVaultRules", "PolicyShowResultSandbox", "ApprovalResult", "Approval", "ProxyExecResult", "ProxyRequest", "ProxyResult", "StageTimes", "RunCheckpoint", "Change", "ChangeSummary", "RunError", "ProxyHistory", "HistoryRun", "RedoResult", "UndoResult", "QuotaResult", "RmResult", "Stat", "TransferResult", "TransferResultSkipped", "TransferResultOrigin", "TreeResult", "Unmounted", "VaultDeleted", "Fork", "Vault", "Origin", "VaultSpace", "VaultSettings", "VaultList", "VaultSummary", "VaultMerge", "MergeApplied", "MergeConflict", "VersionInfo", "WriteResult"]
 
 
 @dataclass(frozen=True)
@@ -269,7 +269,7 @@ class CompletionResult(Document):
 
 @dataclass(frozen=True)
 class ContentDiff(Document):
-    """avfs diff. from and to are vault:NAME (a working state), vault:NAME@CHECKPOINT, or vault:NAME@CHECKPOINT^after (the state just after a proxy run); changes are sorted by path and carry checkpoint diff's fields and their patch.
+    """avfs diff. from and to are vault:NAME (a working state), vault:NAME@CHECKPOINT, or vault:NAME@CHECKPOINT^after (the state just after a proxy run); changes are sorted by path and carry checkpoint diff's fields and their patch. A deleted and an added file with the same content, or similar content by lines (git's -M50%), are one change of kind renamed at the new path, with from naming the old one.
 
     Schema: docs/schema/content-diff.json
     """
@@ -277,7 +277,7 @@ class ContentDiff(Document):
     from_: str
     to: str
     changes: List[ContentDiffEntry]
-    summary: DiffSummary
+    summary: ContentDiffSummary
 
 
 @dataclass(frozen=True)
@@ -285,10 +285,12 @@ class ContentDiffEntry(Document):
     """Schema: docs/schema/content-diff.json#/properties/changes/items"""
 
     path: str
-    kind: Literal["added", "modified", "deleted", "type_changed", "mode_changed"]
+    kind: Literal["added", "modified", "deleted", "renamed", "type_changed", "mode_changed"]
     type: Literal["dir", "file", "symlink", "fifo", "socket", "char", "block"]
     size_before: int
     size_after: int
+    #: the old path of a rename (kind renamed); null otherwise
+    from_: Optional[str]
     #: the change as a git-format patch; null when the content is binary or git keeps nothing of the path (a directory, a device, a mode other than the execute bit)
     patch: Optional[str]
     #: the content is not text: a NUL byte in its first 8000 bytes, or over 16 MiB
@@ -298,12 +300,13 @@ class ContentDiffEntry(Document):
 
 
 @dataclass(frozen=True)
-class DiffSummary(Document):
+class ContentDiffSummary(Document):
     """Schema: docs/schema/content-diff.json#/properties/summary"""
 
     added: int
     modified: int
     deleted: int
+    renamed: int
     type_changed: int
     mode_changed: int
 
@@ -345,6 +348,19 @@ class DiffEntry(Document):
     type: Literal["dir", "file", "symlink", "fifo", "socket", "char", "block"]
     size_before: int
     size_after: int
+    #: the old path of a rename (kind renamed); null otherwise: checkpoint diff lists a rename as a deletion and an addition
+    from_: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class DiffSummary(Document):
+    """Schema: docs/schema/diff.json#/properties/summary"""
+
+    added: int
+    modified: int
+    deleted: int
+    type_changed: int
+    mode_changed: int
 
 
 @dataclass(frozen=True)
@@ -936,6 +952,8 @@ class TransferResult(Document):
     bytes: int
     skipped: List[TransferResultSkipped]
     duration_ms: float
+    #: import only, of a directory into /: the origin it recorded, as vault info shows it (a checkpoint "origin", or "origin-N" when taken); absent otherwise
+    origin: Optional[TransferResultOrigin] = None
 
 
 @dataclass(frozen=True)
@@ -944,6 +962,18 @@ class TransferResultSkipped(Document):
 
     path: str
     reason: str
+
+
+@dataclass(frozen=True)
+class TransferResultOrigin(Document):
+    """import only, of a directory into /: the origin it recorded, as vault info shows it (a checkpoint "origin", or "origin-N" when taken); absent otherwise
+
+    Schema: docs/schema/transfer.json#/properties/origin
+    """
+
+    host_dir: str
+    checkpoint: str
+    recorded_at: str
 
 
 @dataclass(frozen=True)
@@ -1022,7 +1052,7 @@ class Vault(Document):
     usage: Usage
     quota: Quota
     file_size: int
-    #: where the content came from (vault create --from): the host directory and the checkpoint holding the import; null otherwise
+    #: where the content came from (vault create --from, or avfs import of a directory into /): the host directory and the checkpoint holding the import; null otherwise
     origin: Optional[Origin] = None
     #: vault info only: who needs the bytes of the vault's file. Chunk bytes are counted once, in the file that stores them (a fork's report leaves out its parent's).
     space: Optional[VaultSpace] = None
@@ -1168,7 +1198,7 @@ ApplyResult.nested = {"applied": ApplyEntry, "conflicts": ApplyNote, "skipped": 
 CheckpointList.nested = {"checkpoints": Checkpoint}
 CheckpointPruneResult.nested = {"kept": CheckpointPruneResultKept}
 TreeNode.nested = {"children": TreeNode}
-ContentDiff.nested = {"changes": ContentDiffEntry, "summary": DiffSummary}
+ContentDiff.nested = {"changes": ContentDiffEntry, "summary": ContentDiffSummary}
 Diff.nested = {"changes": DiffEntry, "summary": DiffSummary}
 Listing.nested = {"entries": Entry}
 Mounts.nested = {"mounts": MountRecord, "pruned": MountRecord}
@@ -1180,7 +1210,7 @@ ProxyExecResult.nested = {"request": ProxyRequest, "result": ProxyResult}
 ProxyResult.nested = {"stage_ms": StageTimes, "checkpoint": RunCheckpoint, "changes": Change, "summary": ChangeSummary, "decision": Decision, "isolation": Isolation, "approval": Approval, "error": RunError}
 ProxyHistory.nested = {"runs": HistoryRun}
 QuotaResult.nested = {"quota": Quota, "usage": Usage}
-TransferResult.nested = {"skipped": TransferResultSkipped}
+TransferResult.nested = {"skipped": TransferResultSkipped, "origin": TransferResultOrigin}
 TreeResult.nested = {"root": TreeNode}
 Vault.nested = {"usage": Usage, "quota": Quota, "origin": Origin, "space": VaultSpace, "settings": VaultSettings}
 VaultList.nested = {"vaults": VaultSummary}

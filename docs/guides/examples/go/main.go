@@ -1,8 +1,8 @@
 // Command example is the runnable example of docs/guides/go.md: an agent
-// workspace driven from Go with package avfs. It creates a vault, saves a
-// checkpoint, forks it for a task, runs commands in the fork through the
-// policy-gated proxy, reviews the fork against its parent, undoes a run,
-// and cleans up.
+// workspace driven from Go with package avfs. It imports a repository
+// into a vault, forks it for a task, runs commands in the fork through the
+// policy-gated proxy, undoes a run, reviews the fork against its parent,
+// writes the work into the repository as a git patch would, and cleans up.
 //
 //	go run ./docs/guides/examples/go [-home DIR] [-no-exec]
 //
@@ -13,11 +13,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -52,24 +54,32 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 		return err
 	}
 
-	// A workspace with a project in it, saved as a checkpoint.
-	base, err := home.Create(ctx, "guide-base", nil)
+	// A repository on the host, imported into a vault that records it as
+	// its origin. Package avfs has no import call yet: the CLI does it.
+	repo, err := os.MkdirTemp("", "avfs-guide-repo-")
 	if err != nil {
 		return err
+	}
+	defer os.RemoveAll(repo)
+	if err := os.MkdirAll(filepath.Join(repo, "src"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(repo, "src", "greet.txt"), []byte("hello, world\n"), 0o644); err != nil {
+		return err
+	}
+	var created struct{ Origin struct{ Checkpoint string } }
+	if err := avfsCLI(ctx, home, &created, "vault", "create", "guide-base", "--from", repo); err != nil {
+		return err
+	}
+	base, err := home.Open(ctx, "guide-base")
+	if err != nil {
+		return errors.Join(err, home.Delete(context.WithoutCancel(ctx), "guide-base"))
 	}
 	defer func() {
 		base.Close()
 		err = errors.Join(err, home.Delete(context.WithoutCancel(ctx), "guide-base"))
 	}()
-	if err := base.MkdirAll(ctx, "/src", 0o755); err != nil {
-		return err
-	}
-	if err := base.WriteFile(ctx, "/src/greet.txt", []byte("hello, world\n"), 0o644); err != nil {
-		return err
-	}
-	if _, err := base.SaveCheckpoint(ctx, "imported", "the project as imported"); err != nil {
-		return err
-	}
+	fmt.Fprintf(out, "imported into checkpoint %s\n", created.Origin.Checkpoint)
 
 	// Each task gets its own fork: O(1), nothing is copied.
 	task, err := home.Fork(ctx, "guide-base", "guide-task")
@@ -155,9 +165,43 @@ func run(ctx context.Context, out io.Writer, dir string, execute bool) (err erro
 	}
 	fmt.Fprintf(out, "greet.txt: %s", greet)
 
+	// The task's work as a git patch, then written into the repository it
+	// came from: FROM is the recorded origin (the parent's, for a fork).
+	patches, err := avfs.Patch(ctx, avfs.State{Vault: base}, avfs.State{Vault: task})
+	if err != nil {
+		return err
+	}
+	for _, p := range patches {
+		fmt.Fprint(out, p.Text)
+	}
+	applied, err := home.Apply(ctx, "guide-task", repo, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "applied %d changes, %d conflicts\n", len(applied.Applied), len(applied.Conflicts))
+	if greet, err = os.ReadFile(filepath.Join(repo, "src", "greet.txt")); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "the repository's greet.txt: %s", greet)
+
 	// Errors are typed.
 	if _, err := home.Open(ctx, "no-such-vault"); avfs.IsKind(err, avfs.VaultNotFound) {
 		fmt.Fprintln(out, "no-such-vault:", avfs.KindOf(err))
 	}
 	return nil
+}
+
+// avfsCLI runs the avfs program ($AGENTVFS_BIN, else avfs on PATH) with
+// --json on home, and decodes its document into doc: for the steps
+// package avfs has no call for yet.
+func avfsCLI(ctx context.Context, home *avfs.Home, doc any, args ...string) error {
+	bin := os.Getenv("AGENTVFS_BIN")
+	if bin == "" {
+		bin = "avfs"
+	}
+	b, err := exec.CommandContext(ctx, bin, append([]string{"--json", "--home", home.Dir()}, args...)...).Output()
+	if err != nil {
+		return fmt.Errorf("avfs %s: %v: %s", strings.Join(args, " "), err, b)
+	}
+	return json.Unmarshal(b, doc)
 }

@@ -37,6 +37,20 @@ func TestExample(t *testing.T) {
   added /NOTES.md (0 -> 11 bytes)
   modified /src/greet.txt (13 -> 12 bytes)
 greet.txt: hello, avfs
+diff --git a/NOTES.md b/NOTES.md
+new file mode 100644
+--- /dev/null
++++ b/NOTES.md
+@@ -0,0 +1 @@
++todo: ship
+diff --git a/src/greet.txt b/src/greet.txt
+--- a/src/greet.txt
++++ b/src/greet.txt
+@@ -1 +1 @@
+-hello, world
++hello, avfs
+applied 2 changes, 0 conflicts
+the repository's greet.txt: hello, avfs
 no-such-vault: VaultNotFound
 `
 	if execute {
@@ -48,6 +62,7 @@ undid "rm -rf src"
 mounted read-only: src/greet.txt
 ` + want
 	}
+	want = "imported into checkpoint origin\n" + want
 	if got := out.String(); got != want {
 		t.Errorf("the example printed\n%s\nwant\n%s", got, want)
 	}

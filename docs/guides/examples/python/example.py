@@ -19,11 +19,13 @@ def main(home: str) -> None:
     avfs = Avfs(home=home)
     print("avfs", avfs.version().version)
 
-    # A vault holding the project, and a checkpoint of it.
-    avfs.vault_create("project")
-    avfs.mkdir("/src", vault="project")
-    avfs.write("/src/app.py", "print('hello')\n", vault="project")
-    avfs.checkpoint_save("imported", message="the project as given", vault="project")
+    # A repository on the host, imported into a vault that records it as
+    # its origin (the generated stub of `avfs vault create --from`).
+    repo = Path(home) / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "app.py").write_text("print('hello')\n")
+    created = avfs.commands.vault_create("project", from_=str(repo))
+    print("origin:", created.origin.host_dir, "checkpoint", created.origin.checkpoint)
 
     # One fork per task: O(1), whatever the project holds.
     fork = avfs.vault_fork("project", "task-001")
@@ -56,6 +58,14 @@ def main(home: str) -> None:
     # What the task changed, compared with the project.
     diff = task.checkpoint_diff("vault:project", "vault:task-001")
     print("fork vs project:", [(c.kind, c.path) for c in diff.changes])
+
+    # The work as a git patch (each text change's part of `avfs diff
+    # --patch`), then written into the repository it came from.
+    patch = task.diff("vault:project", "vault:task-001")
+    print("".join(c.patch or "" for c in patch.changes), end="")
+    applied = task.apply(str(repo))
+    assert not applied.conflicts and (repo / "NOTES.md").read_text() == "notes\n"
+    print("applied to", applied.host_dir, [(e.kind, e.path) for e in applied.applied])
 
     # Look at the workspace as a directory while it is mounted.
     mnt = Path(home) / "mnt"

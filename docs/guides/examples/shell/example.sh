@@ -46,20 +46,22 @@ avfs_json() {
 	doc=$("$AVFS" --json "$@") || code=$?
 }
 
-# --- a workspace, saved as a checkpoint ------------------------------------
-avfs_json vault create shell-base
+# --- a repository imported into a vault -------------------------------------
+repo=$(mktemp -d)
+mkdir "$repo/src"
+echo 'hello, world' > "$repo/src/greet.txt"
+echo '# greet' > "$repo/README.md"
+avfs_json vault create shell-base --from "$repo"
 if [ "$code" -ne 0 ]; then
 	echo "vault create failed: $(jget error <<<"$doc"): $(jget message <<<"$doc")" >&2
 	exit 1
 fi
 trap '"$AVFS" vault delete shell-task --yes >/dev/null 2>&1 || true
-      "$AVFS" vault delete shell-base --yes >/dev/null 2>&1 || true' EXIT
-echo "created $(jget name <<<"$doc") ($(jget backend <<<"$doc"))"
-
-"$AVFS" --vault shell-base mkdir /src
-"$AVFS" --vault shell-base write /src/greet.txt 'hello, world'
-avfs_json --vault shell-base checkpoint save imported -m "as imported"
-echo "checkpoint $(jget name <<<"$doc"): $(jget files <<<"$doc") files"
+      "$AVFS" vault delete shell-base --yes >/dev/null 2>&1 || true
+      rm -rf "$repo"' EXIT
+echo "created $(jget name <<<"$doc") ($(jget backend <<<"$doc")), origin checkpoint $(jget origin.checkpoint <<<"$doc")"
+avfs_json --vault shell-base ls /
+echo "imported: $(jget entries.0.name <<<"$doc") $(jget entries.1.name <<<"$doc")"
 
 # --- one fork per task: O(1) ------------------------------------------------
 avfs_json vault fork shell-base shell-task
@@ -107,15 +109,24 @@ avfs_json --vault shell-task checkpoint diff vault:shell-base vault:shell-task
 echo "task vs base: $(jget summary <<<"$doc")"
 echo "greet.txt: $("$AVFS" --vault shell-task cat /src/greet.txt)"
 
-# --- the task's work as a git patch, then merged back into the base ---------
+# --- the task's work as a git patch, applied to the repository -------------
 "$AVFS" --vault shell-task diff vault:shell-base vault:shell-task --stat | tail -n 1
 "$AVFS" --vault shell-task diff vault:shell-base vault:shell-task --patch > task.patch
+grep -c '^diff --git' task.patch | sed 's/^/patch: /; s/$/ files/'
+# git apply task.patch in "$repo" would do the same as avfs apply: FROM is
+# the recorded origin, a host file edited since then is a conflict.
+avfs_json --vault shell-task apply "$repo" --dry-run
+echo "would apply to the repository: $(jget applied.0.path <<<"$doc") $(jget applied.1.path <<<"$doc"), conflicts $(jget conflicts <<<"$doc")"
+avfs_json --vault shell-task apply "$repo"
+echo "repository greet.txt: $(cat "$repo/src/greet.txt")"
+rm -f task.patch
+
+# --- or merged back into the base vault --------------------------------------
 avfs_json vault merge shell-task --dry-run
 echo "would merge into $(jget target <<<"$doc"): $(jget applied.0.path <<<"$doc"), conflicts $(jget conflicts <<<"$doc")"
 avfs_json vault merge shell-task
 echo "merged: $(jget merged <<<"$doc"); undo: avfs checkpoint restore --vault shell-base CHECKPOINT"
 echo "base greet.txt: $("$AVFS" --vault shell-base cat /src/greet.txt)"
-rm -f task.patch
 
 # --- errors are typed, with stable exit codes --------------------------------
 avfs_json vault info no-such-vault

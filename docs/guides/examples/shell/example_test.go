@@ -46,12 +46,15 @@ func TestExample(t *testing.T) {
 	got := regexp.MustCompile(`run \d{8}T[0-9.]+-[0-9a-f]+:`).ReplaceAllString(string(out), "run ID:")
 
 	want := []string{
-		"created shell-base (sqlite)",
-		"checkpoint imported: 2 files",
+		"created shell-base (sqlite), origin checkpoint origin",
+		"imported: README.md src",
 		"forked shell-base -> shell-task",
 		`task vs base: {"added": 1, "deleted": 0, "mode_changed": 0, "modified": 1, "type_changed": 0}`,
 		"greet.txt: hello, avfs",
 		" 2 files changed, 2 insertions(+), 1 deletion(-)",
+		"patch: 2 files",
+		"would apply to the repository: /NOTES.md /src/greet.txt, conflicts []",
+		"repository greet.txt: hello, avfs",
 		"would merge into shell-base: /NOTES.md, conflicts []",
 		"merged: true; undo",
 		"base greet.txt: hello, avfs",

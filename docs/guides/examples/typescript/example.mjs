@@ -3,7 +3,7 @@
 //   npm install agentvfs-cli && node example.mjs
 // It works in a throwaway avfs home and removes it at the end.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Avfs, AvfsError } from "agentvfs-cli";
@@ -12,10 +12,13 @@ const home = mkdtempSync(join(tmpdir(), "avfs-example-"));
 const avfs = new Avfs({ home });
 
 try {
-  // A base workspace holding the project.
-  await avfs.vault.create("project");
-  await avfs.mkdir("/src", { vault: "project" });
-  await avfs.write("/src/app.txt", "version 1\n", { vault: "project" });
+  // A repository on the host, imported into a base vault that records it
+  // as its origin (the generated stub of `avfs vault create --from`).
+  const repo = join(home, "repo");
+  mkdirSync(join(repo, "src"), { recursive: true });
+  writeFileSync(join(repo, "src", "app.txt"), "version 1\n");
+  const project = await avfs.commands.vaultCreate("project", { from: repo });
+  console.log(`origin: ${project.origin?.host_dir} (checkpoint ${project.origin?.checkpoint})`);
 
   // One fork per task: the agent's changes never reach the base.
   await avfs.vault.fork("project", "task-1");
@@ -58,6 +61,14 @@ try {
     if (!(err instanceof AvfsError) || err.error !== "VaultHasForks") throw err;
     console.log(`${err.error} (exit ${err.exitCode}): ${err.hint}; forks: ${err.document.forks}`);
   }
+
+  // The work as a git patch, then written into the repository it came from.
+  const patch = await task.diff("vault:project", "vault:task-1");
+  process.stdout.write(patch.changes.map((c) => c.patch ?? "").join(""));
+  const applied = await task.apply(repo);
+  assert.deepEqual(applied.conflicts, []);
+  assert.equal(readFileSync(join(repo, "f.txt"), "utf8"), "hi\n");
+  console.log(`applied: ${applied.applied.map((e) => `${e.kind} ${e.path}`).join(", ")}`);
 
   // Review the task against its checkpoint, then throw the work away.
   const diff = await task.checkpoint.diff("start");
