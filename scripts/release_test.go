@@ -8,13 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestRelease runs release.sh for darwin/arm64, so that
-// darwin keeps compiling, and checks SHA256SUMS against the binaries and the
-// version stamped into it. It compiles everything for another
+// darwin keeps compiling, and checks SHA256SUMS against the files it names
+// (the binaries, then the npm and Python packages) and the version stamped
+// into the binaries. It compiles everything for another
 // platform: a minute or more with a cold build cache, seconds with a warm
 // one; -short skips it.
 func TestRelease(t *testing.T) {
@@ -37,21 +39,38 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(sums)), "\n")
-	if len(lines) != len(targets) {
-		t.Fatalf("SHA256SUMS has %d lines, want %d:\n%s", len(lines), len(targets), sums)
+	// Every line names a file of dist and its hash: the binaries first,
+	// then the npm and Python packages built from the tree.
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(string(sums)), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok {
+			t.Fatalf("SHA256SUMS line %q is not SUM  NAME", line)
+		}
+		b, err := os.ReadFile(filepath.Join(dist, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := sha256.Sum256(b); hex.EncodeToString(h[:]) != sum {
+			t.Errorf("SHA256SUMS: %s has another hash", name)
+		}
+		names = append(names, name)
+	}
+	for _, prefix := range []string{"npm/agentvfs-cli-", "npm/agentvfs-cli-darwin-arm64-", "python/agentvfs_cli-", "python/agentvfs-cli-"} {
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix) }) {
+			t.Errorf("SHA256SUMS names no %s* package:\n%s", prefix, sums)
+		}
 	}
 	for i, target := range targets {
 		goos, goarch, _ := strings.Cut(target, "/")
 		name := "avfs-" + goos + "-" + goarch
+		if names[i] != name {
+			t.Errorf("SHA256SUMS line %d names %q, want the binary %q", i+1, names[i], name)
+		}
 		path := filepath.Join(dist, name)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		if want := hex.EncodeToString(sum[:]) + "  " + name; lines[i] != want {
-			t.Errorf("SHA256SUMS line %d = %q, want %q", i+1, lines[i], want)
 		}
 		// The build settings recorded in the binary (with -trimpath the
 		// linker flags are left out: the version is looked for below).
