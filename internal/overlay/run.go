@@ -1,0 +1,229 @@
+package overlay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Run is one overlay mount over a checkpoint of a vault, with its own
+// upper dir, from Start to Finish. Its dir in the cache holds:
+//
+//	.run-<id>/pending.json   which vault, layer and lowers the upper belongs to
+//	.run-<id>/upper, work    the overlay's upper and work dirs
+//	.run-<id>/merged         the mountpoint
+//
+// A run whose process died leaves its dir: Recover finds it at the next
+// start and ingests it, or removes it when its ingest had committed.
+type Run struct {
+	Dir      string
+	Merged   string
+	Prepared Prepared
+	cache    *Cache
+	pending  pending
+	lease    Lease
+	mounted  bool
+}
+
+// pending is a run's pending.json.
+type pending struct {
+	VaultID string `json:"vault_id"`
+	// Top is the writable layer at the start: the ingest writes into it
+	// and seals it, so a top that moved on means the ingest committed.
+	Top    uint64 `json:"top"`
+	Parent string `json:"parent"` // key of the lowers' newest entry
+	Format Format `json:"format"`
+}
+
+const runPrefix = ".run-"
+
+// Start prepares the lowers of checkpoint cp of v (the state the run
+// starts from; the working state must be the empty layer above it) and
+// mounts them under a fresh upper dir.
+func (c *Cache) Start(ctx context.Context, v *vfs.Vault, cp, id string) (*Run, error) {
+	r := &Run{cache: c, Dir: filepath.Join(c.Root, runPrefix+id)}
+	r.Merged = filepath.Join(r.Dir, "merged")
+	layers, err := v.StateLayers("")
+	if err != nil {
+		return nil, err
+	}
+	if len(layers) == 0 || layers[0].VaultID != v.ID() || layers[0].Frozen {
+		return nil, &errs.Error{Kind: errs.CorruptVault, Op: "overlay run", Vault: v.Name(), Err: errors.New("the working state has no writable layer")}
+	}
+	prep, err := c.Prepare(ctx, v, cp, &r.lease)
+	if err != nil {
+		return nil, err
+	}
+	r.Prepared = prep
+	r.pending = pending{VaultID: v.ID(), Top: layers[0].Layer, Parent: prep.Top, Format: c.Format}
+	for _, d := range []string{r.Dir, r.upper(), r.work(), r.Merged} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			r.lease.Release()
+			return nil, hostErr("overlay run", d, err)
+		}
+	}
+	b, _ := json.Marshal(r.pending)
+	if err := os.WriteFile(filepath.Join(r.Dir, "pending.json"), b, 0o600); err != nil {
+		r.abandon()
+		return nil, hostErr("overlay run", r.Dir, err)
+	}
+	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format}, r.Merged); err != nil {
+		r.abandon()
+		return nil, err
+	}
+	r.mounted = true
+	return r, nil
+}
+
+func (r *Run) upper() string { return filepath.Join(r.Dir, "upper") }
+func (r *Run) work() string  { return filepath.Join(r.Dir, "work") }
+
+func (r *Run) abandon() {
+	if r.mounted {
+		_ = Unmount(r.Merged)
+		r.mounted = false
+	}
+	r.lease.Release()
+	_ = os.RemoveAll(r.Dir)
+}
+
+// Discard unmounts the run and throws its upper dir away: a read-only
+// run, or a run whose command failed to start.
+func (r *Run) Discard() error {
+	var err error
+	if r.mounted {
+		err = Unmount(r.Merged)
+		r.mounted = false
+	}
+	r.lease.Release()
+	return errors.Join(err, hostErr("overlay run", r.Dir, os.RemoveAll(r.Dir)))
+}
+
+// Finished is what Finish did.
+type Finished struct {
+	Stats   IngestStats
+	Sealed  vfs.Sealed
+	Adopted bool    // the upper became the cache entry of the sealed layer
+	Ms      float64 // the ingest's time
+}
+
+// Finish unmounts the run and ingests its upper into v's top layer, then
+// seals that layer, in one transaction. On error (QuotaExceeded, say) the
+// vault is as it was before the run and the run dir is removed: the
+// run's writes are refused as a whole.
+func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
+	var fin Finished
+	if r.mounted {
+		if err := Unmount(r.Merged); err != nil {
+			return fin, err
+		}
+		r.mounted = false
+	}
+	defer r.lease.Release()
+	start := time.Now()
+	fin, err := ingestRun(v, r.Dir, r.pending, r.cache)
+	fin.Ms = since(start)
+	return fin, err
+}
+
+// ingestRun ingests the upper of run dir and disposes of the dir: adopted
+// into the cache, or removed.
+func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) {
+	var fin Finished
+	upper := filepath.Join(dir, "upper")
+	sealed, err := v.UpdateSealed(func(tx *vfs.Tx) error {
+		var err error
+		fin.Stats, err = Ingest(tx, upper, p.Format)
+		return err
+	})
+	fin.Sealed = sealed
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return fin, err
+	}
+	// The upper is the layer's form only when the layer holds nothing
+	// else: no other writer wrote into it before the ingest, and it is
+	// the layer the run started over (no restore moved the top).
+	if sealed.Layer == p.Top && sealed.WasEmpty && !sealed.Unchanged {
+		if err := c.Adopt(upper, Key(v.ID(), sealed.Layer), p.Parent, fin.Stats); err == nil {
+			fin.Adopted = true
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return fin, nil
+}
+
+// Recovered is what Recover found of one run a crash left.
+type Recovered struct {
+	Dir      string
+	Ingested bool // its upper was ingested now
+	Err      error
+}
+
+// Recover finds the runs of vault v that a crash left (their process is
+// gone: the caller holds the vault's run lock) and finishes each: one
+// whose ingest had committed (v's writable layer moved past the run's) is
+// removed; one whose ingest had not is ingested now, whole or not at all.
+func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
+	des, err := os.ReadDir(c.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, hostErr("layer cache", c.Root, err)
+	}
+	var out []Recovered
+	for _, d := range des {
+		if !strings.HasPrefix(d.Name(), runPrefix) {
+			continue
+		}
+		dir := filepath.Join(c.Root, d.Name())
+		var p pending
+		b, err := os.ReadFile(filepath.Join(dir, "pending.json"))
+		if err != nil || json.Unmarshal(b, &p) != nil {
+			continue // being started, or not a run: a Prune of a later day takes it
+		}
+		if p.VaultID != v.ID() {
+			continue
+		}
+		_ = Unmount(filepath.Join(dir, "merged"))
+		rec := Recovered{Dir: dir}
+		layers, err := v.StateLayers("")
+		if err != nil {
+			return out, err
+		}
+		if len(layers) > 0 && layers[0].Layer == p.Top && !layers[0].Frozen {
+			_, rec.Err = ingestRun(v, dir, p, c)
+			rec.Ingested = rec.Err == nil
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Pending lists the run dirs of vault id that wait for an ingest: what
+// fsck reports while no run has recovered them.
+func (c *Cache) Pending(vaultID string) []string {
+	des, _ := os.ReadDir(c.Root)
+	var out []string
+	for _, d := range des {
+		if !strings.HasPrefix(d.Name(), runPrefix) {
+			continue
+		}
+		var p pending
+		b, err := os.ReadFile(filepath.Join(c.Root, d.Name(), "pending.json"))
+		if err == nil && json.Unmarshal(b, &p) == nil && p.VaultID == vaultID {
+			out = append(out, filepath.Join(c.Root, d.Name()))
+		}
+	}
+	return out
+}
