@@ -397,4 +397,3 @@ func getXattr(p, name string) ([]byte, error) {
 		return buf[:n], nil
 	}
 }
-

@@ -114,8 +114,8 @@ func TestRunRoundTrip(t *testing.T) {
 		}
 		switch round {
 		case 0:
-			must(os.RemoveAll(m("gone")))            // a whiteout
-			must(os.RemoveAll(m("src/deep")))        // rm -rf then mkdir: an opaque dir
+			must(os.RemoveAll(m("gone")))     // a whiteout
+			must(os.RemoveAll(m("src/deep"))) // rm -rf then mkdir: an opaque dir
 			must(os.MkdirAll(m("src/deep/new"), 0o700))
 			must(os.WriteFile(m("src/deep/new/f"), []byte("new"), 0o644))
 			must(os.Chmod(m("exec.sh"), 0o700)) // metadata only
@@ -159,7 +159,9 @@ func TestRunRoundTrip(t *testing.T) {
 	}
 }
 
-func errorsIsEXDEV(err error) bool { return err != nil && bytes.Contains([]byte(err.Error()), []byte("cross-device")) }
+func errorsIsEXDEV(err error) bool {
+	return err != nil && bytes.Contains([]byte(err.Error()), []byte("cross-device"))
+}
 
 // TestIngestStoresOnlyChangedChunks: an edit of one chunk of a copied-up
 // file stores one new chunk, not the file's twenty.
