@@ -32,6 +32,17 @@ func needRoot(t testing.TB) {
 // newVault makes a SQLite vault in a temp dir, fsck'd when the test ends.
 func newVault(t testing.TB, quota vfs.Quota) (*vfs.Vault, string) {
 	t.Helper()
+	v, path := newVaultFile(t, quota)
+	t.Cleanup(func() {
+		checkFsck(t, v)
+		v.Close()
+	})
+	return v, path
+}
+
+// newVaultFile makes a SQLite vault in a temp dir; the caller closes it.
+func newVaultFile(t testing.TB, quota vfs.Quota) (*vfs.Vault, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "v.avfs")
 	eng, err := engines.Create(path, "sqlite")
 	if err != nil {
@@ -41,10 +52,6 @@ func newVault(t testing.TB, quota vfs.Quota) (*vfs.Vault, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		checkFsck(t, v)
-		v.Close()
-	})
 	return v, path
 }
 
