@@ -316,4 +316,3 @@ func modeBits(m uint32) os.FileMode {
 	}
 	return out
 }
-
