@@ -2,7 +2,7 @@ package avfs
 
 import (
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
@@ -54,9 +54,9 @@ const (
 	FuseUnavailable = errs.FuseUnavailable
 
 	// Kinds of the mount.
-	NotMounted  = mount.NotMounted
-	MountBusy   = mount.MountBusy
-	MountFailed = mount.MountFailed
+	NotMounted  = mountd.NotMounted
+	MountBusy   = mountd.MountBusy
+	MountFailed = mountd.MountFailed
 
 	// Kinds of the proxy.
 	PolicyDenied     = proxy.PolicyDenied

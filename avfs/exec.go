@@ -218,16 +218,13 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	ts, err := h.transports()
+	if err != nil {
+		return nil, err
+	}
 	return &proxy.Runtime{
 		Home: h.reg, Policy: p, Store: store, RunDir: runDir,
-		StartMount: func(ctx context.Context, m proxy.MountSpec) error {
-			opts := &MountOptions{ReadOnly: m.ReadOnly, IdleTimeout: m.IdleTimeout}
-			if m.Owned {
-				opts.OwnerPID = os.Getpid()
-			}
-			_, err := h.Mount(ctx, m.Vault, m.Mountpoint, opts)
-			return err
-		},
-		Environ: append(os.Environ(), "AVFS_HOME="+h.reg.Dir),
+		Transports: ts,
+		Environ:    append(os.Environ(), "AVFS_HOME="+h.reg.Dir),
 	}, nil
 }

@@ -1,7 +1,7 @@
 package avfs
 
 import (
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -43,10 +43,10 @@ func OpenHome(dir string, opts ...Option) (*Home, error) {
 	// As in the CLI: while a vault is mounted read-write, its serving
 	// process is its only writer, and writes from here get VaultLocked
 	// naming the mountpoint.
-	reg.WriteGuard = func(vault string) error { return mount.CheckWriter(reg, vault) }
+	reg.WriteGuard = func(vault string) error { return mountd.CheckWriter(reg, vault) }
 	// ...and what it reads or freezes beside such a mount holds every write
 	// made through the mount, also those its write-back cache still buffers.
-	reg.BeforeOpen = func(vault string) error { return mount.Persist(reg, vault) }
+	reg.BeforeOpen = func(vault string) error { return mountd.Persist(reg, vault) }
 	h := &Home{reg: reg}
 	for _, o := range opts {
 		o(h)

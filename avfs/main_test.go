@@ -9,7 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 )
 
 // canMount is true when this host can serve FUSE mounts: root and FUSE.
@@ -51,7 +52,7 @@ func testMain(m *testing.M) int {
 	os.Setenv("AVFS_PROXY_LINGER", "0")
 
 	flag.Parse()
-	canMount = os.Geteuid() == 0 && mount.Available() == nil
+	canMount = os.Geteuid() == 0 && mountd.Available() == nil
 	if !canMount {
 		skip := "^(ExampleHome_Mount|ExampleHome_Exec)$"
 		if s := flag.Lookup("test.skip").Value.String(); s != "" {
@@ -60,10 +61,10 @@ func testMain(m *testing.M) int {
 		_ = flag.Set("test.skip", skip)
 	}
 	code := m.Run()
-	if left := mount.AvfsMountsUnder(tmp); len(left) > 0 {
+	if left := mountrec.AvfsMountsUnder(tmp); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: avfs mounts left behind: %v\n", left)
 		for _, mnt := range left {
-			_ = syscall.Unmount(mnt, mount.MNTDetach)
+			_ = syscall.Unmount(mnt, mountrec.MNTDetach)
 		}
 		code = 1
 	}

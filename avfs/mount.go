@@ -2,12 +2,13 @@ package avfs
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
+	"github.com/agentvfs/agentvfs/internal/transport"
+	"github.com/agentvfs/agentvfs/internal/transport/fusemount"
 )
 
 // MountOptions are the settings of a mount.
@@ -35,13 +36,14 @@ type Mount struct {
 }
 
 // MountInfo is the record of one mount of a home.
-type MountInfo = mount.Info
+type MountInfo = mountrec.Info
 
 // Mount serves vault on the existing directory mountpoint and returns once
 // the mount answers. The mount is served by its own avfs process, started
-// exactly as `avfs mount` starts it (go-fuse documents deadlocks when one
-// process both serves a mount and uses it): it outlives this process until
-// Unmount, `avfs unmount`, or a signal to that process.
+// exactly as `avfs mount` starts it (`avfs mount --foreground`, once:
+// go-fuse documents deadlocks when one process both serves a mount and
+// uses it): it outlives this process until Unmount, `avfs unmount`, or a
+// signal to that process.
 //
 // It fails with FuseUnavailable on a host without FUSE, BinaryNotFound when
 // no avfs program is found (see WithBinary), VaultLocked when the vault is
@@ -50,34 +52,43 @@ type MountInfo = mount.Info
 // ctx ends before the mount answers (the serving process is then
 // stopped).
 func (h *Home) Mount(ctx context.Context, vault, mountpoint string, opts *MountOptions) (*Mount, error) {
-	if err := mount.Available(); err != nil {
+	if opts == nil {
+		opts = &MountOptions{}
+	}
+	if opts.OwnerPID < 0 || opts.IdleTimeout < 0 {
+		return nil, errs.New(errs.InvalidInput, "mount", "OwnerPID and IdleTimeout must be 0 or positive, not %d and %v", opts.OwnerPID, opts.IdleTimeout)
+	}
+	if ctx.Err() != nil {
+		return nil, errs.Stopped(ctx, "mount")
+	}
+	if err := mountd.Available(); err != nil {
 		return nil, err
 	}
-	ro := opts != nil && opts.ReadOnly
-	args := []string{"mount", vault, mountpoint}
-	if ro {
-		args = append(args, "--readonly")
-	}
-	if opts != nil && opts.OwnerPID > 0 {
-		args = append(args, "--owner-pid", strconv.Itoa(opts.OwnerPID))
-	}
-	if opts != nil && opts.IdleTimeout > 0 {
-		args = append(args, "--idle-timeout", opts.IdleTimeout.String())
-	}
-	out, err := h.run(ctx, "mount", args...)
+	mnt, err := mountd.Prepare(h.reg, vault, mountpoint, opts.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
-	var r struct {
-		Vault      string `json:"vault"`
-		Mountpoint string `json:"mountpoint"`
-		PID        int    `json:"pid"`
-		ReadOnly   bool   `json:"readonly"`
+	ts, err := h.transports()
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
+	t, err := ts.Get("")
+	if err != nil {
+		return nil, err
 	}
-	return &Mount{Vault: r.Vault, Mountpoint: r.Mountpoint, PID: r.PID, ReadOnly: r.ReadOnly, home: h}, nil
+	ws, err := t.Start(ctx, transport.Spec{Home: h.reg, Vault: vault, Dir: mnt, ReadOnly: opts.ReadOnly,
+		OwnerPID: opts.OwnerPID, IdleTimeout: opts.IdleTimeout})
+	if err != nil {
+		return nil, err
+	}
+	in := ws.Info()
+	return &Mount{Vault: vault, Mountpoint: in.Dir, PID: in.PID, ReadOnly: in.ReadOnly, home: h}, nil
+}
+
+// transports are the workspace transports of the library's mounts and
+// runs; their serving processes are the avfs program h finds.
+func (h *Home) transports() (*transport.Registry, error) {
+	return transport.NewRegistry(fusemount.New(func() (string, error) { return h.binary("mount") }))
 }
 
 // Unmount unmounts and waits until the serving process has persisted
@@ -86,10 +97,10 @@ func (h *Home) Mount(ctx context.Context, vault, mountpoint string, opts *MountO
 // unmount, nothing is done; when it ends during the wait, the wait is
 // abandoned with an Interrupted error and the server finishes by itself.
 func (m *Mount) Unmount(ctx context.Context) error {
-	_, err := m.home.run(ctx, "unmount", "unmount", m.Mountpoint)
+	_, err := mountd.Unmount(ctx, m.home.reg, m.Mountpoint, mountd.UnmountOptions{})
 	return err
 }
 
 // Mounts lists the mounts of this home; Live is false for a mount whose
 // server died.
-func (h *Home) Mounts() ([]MountInfo, error) { return mount.List(h.reg) }
+func (h *Home) Mounts() ([]MountInfo, error) { return mountrec.List(h.reg) }

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -254,10 +254,10 @@ func (a *app) home() (*registry.Home, error) {
 	}
 	// While a vault is mounted read-write its serving process is its only
 	// writer: writes from here get VaultLocked naming the mountpoint.
-	h.WriteGuard = func(vault string) error { return mount.CheckWriter(h, vault) }
+	h.WriteGuard = func(vault string) error { return mountd.CheckWriter(h, vault) }
 	// ...and what a command reads or freezes beside it holds every write
 	// made through it, also those its write-back cache still buffers.
-	h.BeforeOpen = func(vault string) error { return mount.Persist(h, vault) }
+	h.BeforeOpen = func(vault string) error { return mountd.Persist(h, vault) }
 	return h, nil
 }
 

@@ -1,18 +1,12 @@
 package cli
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
-	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -20,18 +14,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/transport"
+	"github.com/agentvfs/agentvfs/internal/transport/fusemount"
 )
 
 // MountExecutable is the program `avfs mount` starts to serve a mount: the
 // running avfs binary. Tests whose binary is not avfs point it elsewhere.
 var MountExecutable = os.Executable
-
-// mountReadyTimeout bounds the wait for a serving process to report the
-// mount ready.
-const mountReadyTimeout = 30 * time.Second
 
 func (a *app) mountCmds() []*cobra.Command {
 	return []*cobra.Command{a.mountCmd(), a.unmountCmd(), a.mountsCmd()}
@@ -43,6 +36,7 @@ type mountResult struct {
 	Mountpoint string `json:"mountpoint"`
 	PID        int    `json:"pid"`
 	ReadOnly   bool   `json:"readonly"`
+	Transport  string `json:"transport"` // the transport that serves it (package transport)
 }
 
 func (r mountResult) human(w io.Writer) {
@@ -51,20 +45,6 @@ func (r mountResult) human(w io.Writer) {
 		mode = "read-only"
 	}
 	fmt.Fprintf(w, "mounted %s at %s (%s, pid %d)\n", r.Vault, r.Mountpoint, mode, r.PID)
-}
-
-// readyMsg is what a serving process reports on its ready pipe: either the
-// mount is ready or why it failed.
-type readyMsg struct {
-	Ready   bool           `json:"ready"`
-	PID     int            `json:"pid"`
-	Kind    errs.Kind      `json:"error,omitempty"`
-	Op      string         `json:"op,omitempty"`
-	Path    string         `json:"path,omitempty"`
-	Vault   string         `json:"vault,omitempty"`
-	Message string         `json:"message,omitempty"` // the cause, without op, path and vault
-	Hint    string         `json:"hint,omitempty"`
-	Extra   map[string]any `json:"extra,omitempty"`
 }
 
 // serverArgs are how a mount is served.
@@ -107,7 +87,7 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 			case readyFD < 0:
 				return nil, invalidf("mount", "--ready-fd must be a file descriptor, not %d", readyFD)
 			}
-			if err := mount.Available(); err != nil {
+			if err := mountd.Available(); err != nil {
 				return nil, err
 			}
 			h, err := a.home()
@@ -120,23 +100,30 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 			} else if name, err = a.vaultName(h); err != nil {
 				return nil, err
 			}
-			if err := registry.CheckName(name); err != nil {
-				return nil, err
-			}
-			mnt, err := mount.CleanMountpoint(args[len(args)-1])
+			// The writer check is the parent's for a server it started
+			// (--ready-fd): the server only takes the writer lock.
+			mnt, err := mountd.Prepare(h, name, args[len(args)-1], sa.readonly || readyFD > 0)
 			if err != nil {
 				return nil, err
-			}
-			if !sa.readonly && readyFD == 0 {
-				// Fail early, or let an idle mount of the vault give way.
-				if err := mount.CheckWriter(h, name); err != nil {
-					return nil, err
-				}
 			}
 			if foreground {
 				return a.serveMount(h, name, mnt, sa, readyFD)
 			}
-			return a.startMount(a.ctx, h, name, mnt, sa)
+			ts, err := a.transports()
+			if err != nil {
+				return nil, err
+			}
+			t, err := ts.Get("")
+			if err != nil {
+				return nil, err
+			}
+			ws, err := t.Start(a.ctx, transport.Spec{Home: h, Vault: name, Dir: mnt, ReadOnly: sa.readonly,
+				OwnerPID: sa.owner, IdleTimeout: sa.idle})
+			if err != nil {
+				return nil, err
+			}
+			in := ws.Info()
+			return mountResult{Vault: name, Mountpoint: mnt, PID: in.PID, ReadOnly: sa.readonly, Transport: in.Transport}, nil
 		}),
 	}
 	f := c.Flags()
@@ -149,121 +136,23 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 	return c
 }
 
-// startMount starts `avfs mount --foreground` in a new session and waits
-// for it to report the mount ready. When ctx ends first, the server gets
-// SIGTERM (it unmounts, if it got that far, and exits) and the error is
-// Interrupted.
-func (a *app) startMount(ctx context.Context, h *registry.Home, name, mnt string, sa serverArgs) (any, error) {
-	exe, err := MountExecutable()
-	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
-	}
-	logPath, err := mount.LogPath(h, mnt)
-	if err != nil {
-		return nil, err
-	}
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Path: logPath, Err: err}
-	}
-	defer logf.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
-	}
-	defer pr.Close()
-	args := []string{"mount", "--foreground", "--ready-fd", "3", "--home", h.Dir, name, mnt}
-	if sa.readonly {
-		args = append(args, "--readonly")
-	}
-	if sa.owner > 0 {
-		args = append(args, "--owner-pid", strconv.Itoa(sa.owner))
-	}
-	if sa.idle > 0 {
-		args = append(args, "--idle-timeout", sa.idle.String())
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{pw}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Env = append(os.Environ(), "AVFS_HOME="+h.Dir)
-	if err := cmd.Start(); err != nil {
-		pw.Close()
-		return nil, &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
-	}
-	pw.Close()
-	// Reap the server if it exits while this process lives (tests run the
-	// command line in-process); otherwise it outlives us by design.
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	type report struct {
-		msg readyMsg
-		err error
-	}
-	ready := make(chan report, 1)
-	go func() {
-		msg, err := readReady(pr, mountReadyTimeout)
-		ready <- report{msg, err}
-	}()
-	var msg readyMsg
-	select {
-	case r := <-ready:
-		msg, err = r.msg, r.err
-	case <-ctx.Done():
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(mountReadyTimeout):
-			_ = cmd.Process.Kill()
+// transports are the workspace transports of this program; the first is
+// the default.
+func (a *app) transports() (*transport.Registry, error) {
+	return transport.NewRegistry(fusemount.New(func() (string, error) {
+		exe, err := MountExecutable()
+		if err != nil {
+			return "", &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
 		}
-		return nil, errs.Stopped(ctx, "mount")
-	}
-	if err != nil || !msg.Ready {
-		_ = cmd.Process.Kill()
-		if err == nil {
-			err = &errs.Error{Kind: msg.Kind, Op: msg.Op, Path: msg.Path, Vault: msg.Vault,
-				Err: errors.New(msg.Message), Hint: msg.Hint, Extra: msg.Extra}
-		}
-		return nil, err
-	}
-	return mountResult{Vault: name, Mountpoint: mnt, PID: msg.PID, ReadOnly: sa.readonly}, nil
-}
-
-// readReady reads the serving process's report.
-func readReady(r *os.File, timeout time.Duration) (readyMsg, error) {
-	_ = r.SetReadDeadline(time.Now().Add(timeout))
-	var msg readyMsg
-	line, err := bufio.NewReader(r).ReadBytes('\n')
-	if err == nil {
-		err = json.Unmarshal(line, &msg)
-	}
-	if err != nil {
-		return msg, &errs.Error{Kind: mount.MountFailed, Op: "mount",
-			Err:  fmt.Errorf("the serving process did not report the mount ready: %v", err),
-			Hint: "see the mount's log under $AVFS_HOME/mounts/"}
-	}
-	return msg, nil
+		return exe, nil
+	}))
 }
 
 // serveMount serves a mount from this process until it is unmounted or
 // a signal arrives.
 func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, readyFD int) (any, error) {
-	var ready *os.File
-	if readyFD > 0 {
-		ready = os.NewFile(uintptr(readyFD), "ready")
-		defer ready.Close()
-	}
-	report := func(m readyMsg) {
-		if ready != nil {
-			b, _ := json.Marshal(m)
-			_, _ = ready.Write(append(b, '\n'))
-			ready.Close()
-			ready = nil
-		}
-	}
+	ready := mountd.NewReporter(readyFD)
+	defer ready.Close()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -280,68 +169,45 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 	if path := a.env.Getenv("AVFS_MOUNT_CPUPROFILE"); path != "" {
 		stop, err := startCPUProfile(path)
 		if err != nil {
-			report(failureMsg(err))
+			ready.Fail(err)
 			return nil, err
 		}
 		defer stop()
 	}
 	// AVFS_MOUNT_GC=0 turns off the background garbage collection.
 	noGC := a.env.Getenv("AVFS_MOUNT_GC") == "0"
-	s := mount.New(mount.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: sa.readonly,
+	s := mountd.New(mountd.Options{Home: h, Vault: name, Mountpoint: mnt, ReadOnly: sa.readonly,
 		Log: a.env.Stderr, Debug: debug, Control: proxy.ServerOps(), IdleTimeout: sa.idle, NoGC: noGC})
 	if err := s.Mount(); err != nil {
-		report(failureMsg(err))
+		ready.Fail(err)
 		return nil, err
 	}
-	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly}
+	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly, Transport: mountrec.FUSE}
 	if ready != nil {
-		report(readyMsg{Ready: true, PID: os.Getpid()})
+		ready.Ready()
 	} else {
 		a.emit(res)
 	}
 	var ownerGone <-chan struct{} // nil: no owner, never ready
 	if sa.owner > 0 {
-		ownerGone = mount.WatchOwner(sa.owner)
+		ownerGone = mountd.WatchOwner(sa.owner)
 	}
 	for {
 		select {
 		case <-s.Done():
 			return nil, s.Wait()
 		case <-a.ctx.Done():
-			return nil, stopMount(s)
+			return nil, s.Stop()
 		case <-sigs:
-			return nil, stopMount(s)
+			return nil, s.Stop()
 		case <-ownerGone:
-			return nil, stopMount(s)
+			return nil, s.Stop()
 		}
 	}
 }
 
 // serverMemoryLimit is the soft memory limit of a mount's serving process.
 const serverMemoryLimit = 112 << 20
-
-// failureMsg carries a mount failure to the process that waits for it.
-func failureMsg(err error) readyMsg {
-	var te *errs.Error
-	if !errors.As(err, &te) {
-		return readyMsg{Kind: errs.KindOf(err), Message: err.Error()}
-	}
-	m := readyMsg{Kind: te.Kind, Op: te.Op, Path: te.Path, Vault: te.Vault, Hint: te.Hint, Extra: te.Extra}
-	c := *te
-	c.Op, c.Path, c.Vault, c.Hint = "", "", "", ""
-	m.Message = c.Error()
-	return m
-}
-
-// stopMount ends a served mount on a signal: a clean unmount if nothing
-// holds it, else a detach, so the server never stays behind.
-func stopMount(s *mount.Session) error {
-	err := s.Unmount(false)
-	if errs.Is(err, mount.MountBusy) {
-		err = s.Unmount(true)
-	}
-	return err
-}
 
 // unmountResult is the JSON of unmount.
 type unmountResult struct {
@@ -370,29 +236,13 @@ server finish when the last of them is closed.`,
 			if err != nil {
 				return nil, err
 			}
-			mnt, err := mount.CleanMountpoint(args[0])
+			mnt, err := mountd.CleanMountpoint(args[0])
 			if err != nil {
 				return nil, err
 			}
-			info, hasRecord := mount.Find(h, mnt)
-			if !mount.IsAvfsMount(mnt) {
-				if hasRecord && !info.Live {
-					_, _ = mount.Prune(h)
-				}
-				return nil, &errs.Error{Kind: mount.NotMounted, Op: "unmount", Path: mnt,
-					Err: errors.New("no avfs mount at this directory")}
-			}
-			if err := mount.Unmount(mnt, lazy); err != nil {
-				if errors.Is(err, syscall.EBUSY) {
-					return nil, &errs.Error{Kind: mount.MountBusy, Op: "unmount", Path: mnt, Err: err,
-						Hint: "close the files in use, or pass --lazy"}
-				}
-				return nil, &errs.Error{Kind: errs.IoError, Op: "unmount", Path: mnt, Err: err}
-			}
-			if !lazy {
-				if err := waitGone(a.ctx, h, mnt, info.PID); err != nil {
-					return nil, err
-				}
+			info, err := mountd.Unmount(a.ctx, h, mnt, mountd.UnmountOptions{Lazy: lazy})
+			if err != nil {
+				return nil, err
 			}
 			return unmountResult{Mountpoint: mnt, Vault: info.Vault, PID: info.PID, Lazy: lazy}, nil
 		}),
@@ -401,27 +251,10 @@ server finish when the last of them is closed.`,
 	return c
 }
 
-// waitGone waits up to mountReadyTimeout for the server of an unmounted
-// mount to finish, giving up with Interrupted when ctx ends: the server
-// finishes without us.
-func waitGone(ctx context.Context, h *registry.Home, mnt string, pid int) error {
-	deadline := time.Now().Add(mountReadyTimeout)
-	for !mount.WaitGone(h, mnt, 50*time.Millisecond) {
-		if ctx.Err() != nil {
-			return errs.Stopped(ctx, "unmount")
-		}
-		if time.Now().After(deadline) {
-			return &errs.Error{Kind: errs.IoError, Op: "unmount", Path: mnt,
-				Err: fmt.Errorf("the serving process (pid %d) did not finish", pid)}
-		}
-	}
-	return nil
-}
-
 // mountsResult is the JSON of mounts.
 type mountsResult struct {
-	Mounts []mount.Info `json:"mounts"`
-	Pruned []mount.Info `json:"pruned,omitempty"`
+	Mounts []mountrec.Info `json:"mounts"`
+	Pruned []mountrec.Info `json:"pruned,omitempty"`
 }
 
 func (r mountsResult) human(w io.Writer) {
@@ -459,11 +292,11 @@ and detaches what the kernel still holds of it.`,
 			}
 			var r mountsResult
 			if prune {
-				if r.Pruned, err = mount.Prune(h); err != nil {
+				if r.Pruned, err = mountrec.Prune(h); err != nil {
 					return nil, err
 				}
 			}
-			r.Mounts, err = mount.List(h)
+			r.Mounts, err = mountrec.List(h)
 			return r, err
 		}),
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -61,18 +60,15 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
+	ts, err := a.transports()
+	if err != nil {
+		return nil, err
+	}
 	return &proxy.Runtime{
 		Home: h, Policy: p, Store: store, RunDir: runDir,
-		Bwrap: func() (string, error) { return sandbox.Bwrap(a.env.Getenv) },
-		StartMount: func(ctx context.Context, m proxy.MountSpec) error {
-			sa := serverArgs{readonly: m.ReadOnly, idle: m.IdleTimeout}
-			if m.Owned {
-				sa.owner = os.Getpid()
-			}
-			_, err := a.startMount(ctx, h, m.Vault, m.Mountpoint, sa)
-			return err
-		},
-		Environ: append(os.Environ(), "AVFS_HOME="+h.Dir),
+		Bwrap:      func() (string, error) { return sandbox.Bwrap(a.env.Getenv) },
+		Transports: ts,
+		Environ:    append(os.Environ(), "AVFS_HOME="+h.Dir),
 	}, nil
 }
 

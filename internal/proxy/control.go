@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
 // A run on a vault that is mounted read-write asks the mount's server for
-// its checkpoint and its change summary (mount.Call): the server holds the
+// its checkpoint and its change summary (mountd.Call): the server holds the
 // vault open with every write made through the mount, so neither step
 // opens the vault again nor waits for an fsync. Runs fall back to opening
 // the vault when the mount has no control socket.
@@ -37,9 +38,9 @@ type summary struct {
 }
 
 // ServerOps are the ops a mount's server answers for proxy runs; the CLI
-// gives them to every read-write mount it serves (mount.Options.Control).
-func ServerOps() map[string]mount.ControlFunc {
-	return map[string]mount.ControlFunc{
+// gives them to every read-write mount it serves (mountd.Options.Control).
+func ServerOps() map[string]mountd.ControlFunc {
+	return map[string]mountd.ControlFunc{
 		opCheckpoint: func(v *vfs.Vault, raw json.RawMessage) (any, error) {
 			var a checkpointArgs
 			if err := json.Unmarshal(raw, &a); err != nil {
@@ -96,8 +97,8 @@ func summarizeIn(v *vfs.Vault, a summarizeArgs) (summary, error) {
 // was detached lives on until its last file closes; a command run in
 // its directory would run on the host's).
 func (rt *Runtime) liveMount(vault string) string {
-	mnt, live := mount.Writer(rt.Home, vault)
-	if live && mnt != "" && mount.IsAvfsMount(mnt) {
+	mnt, live := mountrec.Writer(rt.Home, vault)
+	if live && mnt != "" && mountrec.IsAvfsMount(mnt) {
 		return mnt
 	}
 	return ""
@@ -108,12 +109,12 @@ func (rt *Runtime) liveMount(vault string) string {
 // vault to persist what it buffers).
 func (rt *Runtime) inVault(vault, mnt, op string, args, result any, fn func(*vfs.Vault) error) error {
 	if mnt != "" {
-		err := mount.Call(rt.Home, mnt, op, args, result)
-		if !errors.Is(err, mount.ErrNoControl) {
+		err := mountd.Call(rt.Home, mnt, op, args, result)
+		if !errors.Is(err, mountd.ErrNoControl) {
 			return err
 		}
 	}
-	if err := rt.flushMounts(vault); err != nil {
+	if err := mountd.Persist(rt.Home, vault); err != nil {
 		return err
 	}
 	return rt.withVault(vault, fn)

@@ -84,9 +84,12 @@ type RequestInfo struct {
 
 // Result is what happened.
 type Result struct {
-	Vault           string             `json:"vault"`
-	Mountpoint      *string            `json:"mountpoint"`
-	MountReused     bool               `json:"mount_reused"`
+	Vault       string  `json:"vault"`
+	Mountpoint  *string `json:"mountpoint"`
+	MountReused bool    `json:"mount_reused"`
+	// Transport names the transport that served the mount ("fuse"); null
+	// when the run mounted nothing.
+	Transport       *string            `json:"transport"`
 	Cwd             string             `json:"cwd"`
 	Command         []string           `json:"command"`
 	ExitCode        *int               `json:"exit_code"`

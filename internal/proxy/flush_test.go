@@ -9,15 +9,17 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/fsynctest"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
 // TestFlushFailureStopsTheStep: a checkpoint or summary taken beside a
-// live read-write mount first has the mount persist its writes (an fsync
-// of its root). When that fsync fails, or the mounts cannot be listed,
-// the step fails instead of reading a vault that lacks those writes.
+// live read-write mount first has the mount persist its writes
+// (mountd.Persist: the server's "flush", or an fsync of its root for a
+// mount without a control socket, as here). When that fails, or the
+// mounts cannot be listed, the step fails instead of reading a vault that
+// lacks those writes.
 func TestFlushFailureStopsTheStep(t *testing.T) {
 	s := fsynctest.Mount(t) // stands in for the mount: its root's fsync can fail
 	h, err := registry.Open(t.TempDir())
@@ -35,7 +37,7 @@ func TestFlushFailureStopsTheStep(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(mount.Info{Vault: "v", Mountpoint: s.Dir, PID: os.Getpid()})
+	b, _ := json.Marshal(mountrec.Info{Vault: "v", Mountpoint: s.Dir, PID: os.Getpid()})
 	rec := filepath.Join(dir, "0000000000000000.json")
 	if err := os.WriteFile(rec, b, 0o600); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@ package proxy
 import (
 	"errors"
 
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -58,14 +58,14 @@ func (l *vaultLinks) readlink(p string) (link, error) {
 	}
 	if l.mnt != "" {
 		var c link
-		err := mount.Call(l.rt.Home, l.mnt, opReadlink, readlinkArgs{Path: p}, &c)
-		if !errors.Is(err, mount.ErrNoControl) {
+		err := mountd.Call(l.rt.Home, l.mnt, opReadlink, readlinkArgs{Path: p}, &c)
+		if !errors.Is(err, mountd.ErrNoControl) {
 			return c, err
 		}
 		l.mnt = ""
 	}
 	if l.v == nil && !l.failed {
-		l.rt.flushMounts(l.vault)
+		_ = mountd.Persist(l.rt.Home, l.vault)
 		v, err := l.rt.Home.Open(l.vault)
 		if err != nil {
 			l.failed = true

@@ -17,7 +17,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/cli"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/fsynctest"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 )
 
@@ -422,6 +422,13 @@ func testKeepMount(t *testing.T, engine string) {
 	if len(second.Result.Changes) != 1 || second.Result.Changes[0].Path != "/b.txt" {
 		t.Errorf("changes through a reused mount: %+v", second.Result.Changes)
 	}
+	// Both envelopes name the transport: the first the one it started,
+	// the second the one its record says serves the mount it reused.
+	for i, env := range []*proxy.Envelope{first, second} {
+		if env.Result.Transport == nil || *env.Result.Transport != "fuse" {
+			t.Errorf("run %d: transport %v, want fuse", i+1, env.Result.Transport)
+		}
+	}
 	// The kept mount is the vault's writer: undo must wait for it to go.
 	if code, out, _ := e.avfs("", "--json", "proxy", "undo"); code != 6 {
 		t.Errorf("undo beside a read-write mount: %d %s", code, out)
@@ -560,14 +567,14 @@ func testLinger(t *testing.T, engine string) {
 	}
 }
 
-func (e *env) mounts() []mount.Info {
+func (e *env) mounts() []mountrec.Info {
 	e.t.Helper()
 	code, out, _ := e.avfs("", "--json", "mounts")
 	if code != 0 {
 		e.t.Fatalf("mounts: %s", out)
 	}
 	var r struct {
-		Mounts []mount.Info `json:"mounts"`
+		Mounts []mountrec.Info `json:"mounts"`
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		e.t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
@@ -310,9 +310,9 @@ func (s *Store) locked(fn func() error) error {
 	return fn()
 }
 
-// lockVault takes the vault's run lock (mount.LockRuns) for the length
+// lockVault takes the vault's run lock (mountrec.LockRuns) for the length
 // of a run. Two runs on one vault do not queue: the second fails with
 // VaultLocked, so an agent learns at once that its workspace is busy.
 func (rt *Runtime) lockVault(vault string) (func(), error) {
-	return mount.LockRuns(rt.Home, vault, fmt.Sprintf("proxy run, pid %d", os.Getpid()))
+	return mountrec.LockRuns(rt.Home, vault, fmt.Sprintf("proxy run, pid %d", os.Getpid()))
 }

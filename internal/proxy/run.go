@@ -30,15 +30,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
+	"github.com/agentvfs/agentvfs/internal/transport"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -97,6 +98,9 @@ type Request struct {
 	Approval string
 	// Isolate is --isolate: auto (""), on or off (package sandbox).
 	Isolate string
+	// Transport names the transport of a workspace the run starts ("":
+	// the runtime's default; package transport).
+	Transport string
 	// Stdout and Stderr, when set, get the command's output while it
 	// runs, as it comes, whole (the envelope keeps MaxOutput bytes of
 	// each). Each is written from its own goroutine; a failed write is
@@ -121,18 +125,6 @@ func LingerFrom(env string) (time.Duration, error) {
 	return d, nil
 }
 
-// MountSpec is a mount a run asks its runtime to start.
-type MountSpec struct {
-	Vault      string
-	Mountpoint string
-	ReadOnly   bool
-	// Owned ties the mount to this process: it ends when the process
-	// exits, even if the run is killed before it can unmount.
-	Owned bool
-	// IdleTimeout ends the mount once it has been idle that long.
-	IdleTimeout time.Duration
-}
-
 // idleTimeout is how long a mount the run starts stays after it, idle:
 // read-only runs never linger (their mount would not see later writes),
 // and --keep-mount keeps the mount for good instead.
@@ -151,10 +143,10 @@ type Runtime struct {
 	Home   *registry.Home
 	Policy *policy.Policy
 	Store  *Store
-	// StartMount serves a vault from a separate process and returns once
-	// the mount answers; when ctx ends first it stops that process and
-	// returns an Interrupted error.
-	StartMount func(context.Context, MountSpec) error
+	// Transports give a run's vault its workspace; a run without a live
+	// mount to reuse starts one with the request's transport (its
+	// default when none is named).
+	Transports *transport.Registry
 	Environ    []string // the command's base environment
 	// RunDir is the runtime dir of this home's mounts (RuntimeDir).
 	RunDir string
@@ -298,7 +290,7 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		env.Result.Approval = &Approval{ID: env.ID, Status: "pending", ExpiresAt: rt.now().Add(rt.approvalTTL()).UTC()}
 		return nil
 	}
-	if err := mount.Available(); err != nil { // the run needs a mount: fail before using an approval, locking or checkpointing
+	if err := mountd.Available(); err != nil { // the run needs a mount: fail before using an approval, locking or checkpointing
 		return err
 	}
 	if req.Isolate == string(sandbox.On) { // --isolate on where it cannot be: nothing is touched
@@ -347,8 +339,8 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		}
 		if err != nil {
 			if early != nil {
-				if r := <-early; r.err == nil && r.started && !req.lingers() {
-					err = errors.Join(err, unmountAndWait(rt.Home, r.mnt))
+				if r := <-early; r.err == nil && r.ws != nil && !req.lingers() {
+					err = errors.Join(err, r.ws.Close(context.WithoutCancel(ctx)))
 				}
 			}
 			return err
@@ -360,26 +352,29 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	if err := m.enter(StateMount); err != nil {
 		return err
 	}
-	mnt, started, err := live, false, error(nil)
+	r := mounted{mnt: live, transport: rt.transportOf(live)}
 	switch {
 	case early != nil:
-		r := <-early
-		mnt, started, err = r.mnt, r.started, r.err
-	case mnt == "":
+		r = <-early
+	case live == "":
 		if err := checkCtx(ctx); err != nil {
 			return err
 		}
-		mnt, started, err = rt.mount(ctx, req)
+		r = rt.mount(ctx, req)
 	}
-	if err != nil {
-		return err
+	if r.err != nil {
+		return r.err
 	}
+	mnt := r.mnt
 	env.Request.Mountpoint, env.Result.Mountpoint = &mnt, &mnt
-	env.Result.MountReused = !started
+	env.Result.Transport = &r.transport
+	env.Result.MountReused = r.ws == nil
 	stop := func() error { return nil }
-	if started && !req.lingers() {
+	if r.ws != nil && !req.lingers() {
 		stop = func() error {
-			return m.aside(StateMount, func() error { return unmountAndWait(rt.Home, mnt) })
+			// The workspace is taken back even when the run was
+			// interrupted: nothing of it may outlive the run.
+			return m.aside(StateMount, func() error { return r.ws.Close(context.WithoutCancel(ctx)) })
 		}
 	}
 	dir, err := workdir(mnt, req.Cwd)
@@ -434,35 +429,6 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		}
 	}
 	return stop()
-}
-
-// flushMounts asks each live read-write mount of the vault to persist what
-// it buffers, by an fsync of its root, so that a checkpoint or a summary
-// taken beside it sees every write made through it. A mount the run
-// unmounts needs none: unmount persists everything. How much an fsync of
-// the root persists is the mount's contract (docs/architecture.md, Mount).
-// A mount that cannot be listed or synced fails the step: a checkpoint
-// or a summary without its writes would be wrong, silently.
-func (rt *Runtime) flushMounts(vault string) error {
-	infos, err := mount.List(rt.Home)
-	if err != nil {
-		return err
-	}
-	for _, in := range infos {
-		if in.Vault != vault || in.ReadOnly || !in.Live {
-			continue
-		}
-		f, err := os.Open(in.Mountpoint)
-		if err == nil {
-			err = f.Sync()
-			f.Close()
-		}
-		if err != nil {
-			return &errs.Error{Kind: errs.IoError, Op: "proxy", Path: in.Mountpoint,
-				Err: fmt.Errorf("persisting the mount's writes before reading the vault: %w", err)}
-		}
-	}
-	return nil
 }
 
 // withVault opens the vault for one step and closes it after. The proxy
@@ -532,64 +498,81 @@ func workdir(mnt, cwd string) (string, error) {
 }
 
 // mount finds a live mount of the vault to reuse (read-write, or
-// read-only for a read-only request) or starts one in the runtime dir
-// (rt.Mountpoint). started is true when this run started it.
-func (rt *Runtime) mount(ctx context.Context, req Request) (mnt string, started bool, err error) {
-	infos, err := mount.List(rt.Home)
+// read-only for a read-only request) or starts a workspace in the runtime
+// dir (rt.Mountpoint) with the request's transport. ws is set when this
+// run started it.
+func (rt *Runtime) mount(ctx context.Context, req Request) mounted {
+	fail := func(err error) mounted { return mounted{err: err} }
+	infos, err := mountrec.List(rt.Home)
 	if err != nil {
-		return "", false, err
+		return fail(err)
 	}
 	stale := false
 	for _, in := range infos {
 		if in.Vault != req.Vault || in.ReadOnly != req.Readonly {
 			continue
 		}
-		if in.Live && mount.IsAvfsMount(in.Mountpoint) {
-			return in.Mountpoint, false, nil
+		if in.Live && mountrec.IsAvfsMount(in.Mountpoint) {
+			return mounted{mnt: in.Mountpoint, transport: in.Transport}
 		}
 		stale = stale || !in.Live
 	}
 	if stale {
-		_, _ = mount.Prune(rt.Home)
+		_, _ = mountrec.Prune(rt.Home)
 	}
-	if rt.RunDir == "" {
-		return "", false, &errs.Error{Kind: errs.IoError, Op: "proxy mount", Err: fmt.Errorf("internal error: no runtime dir")}
+	if rt.RunDir == "" || rt.Transports == nil {
+		return fail(&errs.Error{Kind: errs.IoError, Op: "proxy mount", Err: fmt.Errorf("internal error: no runtime dir or transports")})
 	}
-	mnt = rt.Mountpoint(req.Vault, req.Readonly)
+	t, err := rt.Transports.Get(req.Transport)
+	if err != nil {
+		return fail(err)
+	}
+	mnt := rt.Mountpoint(req.Vault, req.Readonly)
 	if err := os.MkdirAll(mnt, 0o700); err != nil {
-		return "", false, &errs.Error{Kind: errs.IoError, Op: "proxy mount", Path: mnt, Err: err}
+		return fail(&errs.Error{Kind: errs.IoError, Op: "proxy mount", Path: mnt, Err: err})
 	}
-	if mount.IsAvfsMount(mnt) {
+	if mountrec.IsAvfsMount(mnt) {
 		// A mount the records do not know (a crashed server): detach it.
-		_ = mount.Unmount(mnt, true)
-	}
-	spec := MountSpec{Vault: req.Vault, Mountpoint: mnt, ReadOnly: req.Readonly,
-		Owned: !req.lingers(), IdleTimeout: req.idleTimeout()}
-	if err := rt.StartMount(ctx, spec); err != nil {
-		return "", false, err
+		_ = mountrec.Unmount(mnt, true)
 	}
 	if real, err := filepath.EvalSymlinks(mnt); err == nil {
 		mnt = real
 	}
-	return mnt, true, nil
+	spec := transport.Spec{Home: rt.Home, Vault: req.Vault, Dir: mnt, ReadOnly: req.Readonly,
+		IdleTimeout: req.idleTimeout()}
+	if !req.lingers() {
+		// Tied to this process: the workspace ends when it exits, even
+		// if the run is killed before it can take it back.
+		spec.OwnerPID = os.Getpid()
+	}
+	ws, err := t.Start(ctx, spec)
+	if err != nil {
+		return fail(err)
+	}
+	return mounted{mnt: ws.Dir(), ws: ws, transport: t.Name()}
 }
 
 // mounted is the outcome of rt.mount.
 type mounted struct {
-	mnt     string
-	started bool
-	err     error
+	mnt       string
+	ws        transport.Workspace // the workspace this run started (nil: reused)
+	transport string              // the transport that serves mnt
+	err       error
 }
 
 // mountAsync runs rt.mount in the background.
 func (rt *Runtime) mountAsync(ctx context.Context, req Request) <-chan mounted {
 	ch := make(chan mounted, 1)
-	go func() {
-		var r mounted
-		r.mnt, r.started, r.err = rt.mount(ctx, req)
-		ch <- r
-	}()
+	go func() { ch <- rt.mount(ctx, req) }()
 	return ch
+}
+
+// transportOf names the transport serving the live mount at mnt.
+func (rt *Runtime) transportOf(mnt string) string {
+	if in, ok := mountrec.Find(rt.Home, mnt); ok {
+		return in.Transport
+	}
+	return ""
 }
 
 // opensBeside reports whether vault can be opened here while a mount's
@@ -598,24 +581,6 @@ func (rt *Runtime) mountAsync(ctx context.Context, req Request) <-chan mounted {
 func (rt *Runtime) opensBeside(vault string) bool {
 	caps, err := engines.CapsOf(rt.Home.Path(vault))
 	return err == nil && caps.SharedOpen
-}
-
-// unmountAndWait unmounts a mount this run started and waits until its
-// server has closed the vault. A mount still held (by a process that left
-// the command's group) is detached instead, and its server finishes when
-// the last file is closed.
-func unmountAndWait(h *registry.Home, mnt string) error {
-	err := mount.Unmount(mnt, false)
-	if errors.Is(err, syscall.EBUSY) {
-		err = mount.Unmount(mnt, true)
-	}
-	if err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy unmount", Path: mnt, Err: err}
-	}
-	if !mount.WaitGone(h, mnt, 30*time.Second) {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy unmount", Path: mnt, Err: fmt.Errorf("the mount's server did not finish")}
-	}
-	return nil
 }
 
 // summarize lists the changes since the run's checkpoint. A deleted path

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
 )
 
 // UndoResult is what `avfs proxy undo` did.
@@ -41,7 +41,7 @@ func (rt *Runtime) Undo(ctx context.Context, vault, id string) (*UndoResult, err
 		return nil, err
 	}
 	defer unlock()
-	if err := mount.EndIdle(ctx, rt.Home, vault); err != nil {
+	if err := mountd.EndIdle(ctx, rt.Home, vault); err != nil {
 		return nil, err
 	}
 	var out *UndoResult

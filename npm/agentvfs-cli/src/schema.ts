@@ -419,6 +419,8 @@ export interface MountResult {
   mountpoint: string;
   pid: number;
   readonly: boolean;
+  /** the transport that serves the mount ("fuse") */
+  transport: string;
 }
 
 /** Schema: docs/schema/mounts.json#/$defs/mount */
@@ -430,6 +432,8 @@ export interface Mount {
   started_at: Time;
   /** the mount ends after this long unused, and gives way to a CLI write when idle (absent: it lasts until unmounted) */
   idle_timeout_ms?: number;
+  /** the transport that serves the mount ("fuse") */
+  transport: string;
   live: boolean;
 }
 
@@ -620,6 +624,8 @@ export interface ProxyExecResult {
     vault: VaultName;
     mountpoint: string | null;
     mount_reused: boolean;
+    /** the transport that served the mount ("fuse"); null when the run mounted nothing */
+    transport: string | null;
     cwd: VaultPath;
     command: string[];
     /** null when the command did not run; 127 for a missing program; 128+N when killed by signal N */

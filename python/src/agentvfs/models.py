@@ -409,6 +409,7 @@ class Mount(Document):
     mountpoint: str
     pid: int
     readonly: bool
+    transport: str
 
 
 @dataclass(frozen=True)
@@ -420,6 +421,7 @@ class MountRecord(Document):
     pid: int
     readonly: bool
     started_at: str
+    transport: str
     live: bool
     idle_timeout_ms: Optional[int] = None
 
@@ -569,6 +571,7 @@ class ProxyResult(Document):
     vault: str
     mountpoint: Optional[str]
     mount_reused: bool
+    transport: Optional[str]
     cwd: str
     command: List[str]
     exit_code: Optional[int]

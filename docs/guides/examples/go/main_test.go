@@ -10,7 +10,8 @@ import (
 
 	"github.com/agentvfs/agentvfs/docs/guides/examples/internal/guidetest"
 
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 )
 
 // TestExample runs the guide's example against a fresh home, with the
@@ -26,7 +27,7 @@ func TestExample(t *testing.T) {
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv("AGENTVFS_BIN", "")
 	home := t.TempDir()
-	execute := os.Geteuid() == 0 && mount.Available() == nil
+	execute := os.Geteuid() == 0 && mountd.Available() == nil
 
 	var out bytes.Buffer
 	if err := run(context.Background(), &out, home, execute); err != nil {
@@ -50,7 +51,7 @@ mounted read-only: src/greet.txt
 	if got := out.String(); got != want {
 		t.Errorf("the example printed\n%s\nwant\n%s", got, want)
 	}
-	if left := mount.AvfsMountsUnder(home); len(left) > 0 {
+	if left := mountrec.AvfsMountsUnder(home); len(left) > 0 {
 		t.Errorf("mounts left behind: %v", left)
 	}
 	// It cleans up after itself.

@@ -16,7 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 )
 
 // config is the part of a client's server list the guide shows.
@@ -48,7 +49,7 @@ func TestGuide(t *testing.T) {
 	}
 	srv := cfg.MCPServers["avfs"]
 
-	fuse := mount.Available() == nil && os.Geteuid() == 0
+	fuse := mountd.Available() == nil && os.Geteuid() == 0
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", filepath.Join(bin, "avfs"), "github.com/agentvfs/agentvfs/cmd/avfs")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -57,7 +58,7 @@ func TestGuide(t *testing.T) {
 	}
 	home := t.TempDir()
 	t.Cleanup(func() {
-		if left := mount.AvfsMountsUnder(home); len(left) > 0 {
+		if left := mountrec.AvfsMountsUnder(home); len(left) > 0 {
 			t.Errorf("mounts left behind: %v", left)
 		}
 	})

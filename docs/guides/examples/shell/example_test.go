@@ -11,7 +11,8 @@ import (
 
 	"github.com/agentvfs/agentvfs/docs/guides/examples/internal/guidetest"
 
-	"github.com/agentvfs/agentvfs/internal/mount"
+	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
 )
 
 // TestExample runs example.sh with the avfs program built from this
@@ -24,7 +25,7 @@ func TestExample(t *testing.T) {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
-	fuse := mount.Available() == nil
+	fuse := mountd.Available() == nil
 	if fuse && os.Geteuid() != 0 {
 		t.Skip("mounting needs root")
 	}
@@ -75,7 +76,7 @@ func TestExample(t *testing.T) {
 	if t.Failed() {
 		t.Logf("example.sh printed:\n%s", got)
 	}
-	if left := mount.AvfsMountsUnder(home); len(left) > 0 {
+	if left := mountrec.AvfsMountsUnder(home); len(left) > 0 {
 		t.Errorf("mounts left behind: %v", left)
 	}
 	if files, _ := filepath.Glob(filepath.Join(home, "vaults", "*.avfs")); len(files) > 0 {

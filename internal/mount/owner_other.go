@@ -1,6 +1,0 @@
-//go:build !linux
-
-package mount
-
-// watchPidfd has no pidfd to wait on here: WatchOwner polls.
-func watchPidfd(int) <-chan struct{} { return nil }
