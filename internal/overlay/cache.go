@@ -85,18 +85,18 @@ type Prepared struct {
 	Ms     float64 // time spent finding or building the stack
 }
 
-// Prepare returns the lower dirs that show the state at checkpoint cp of
-// v, materializing a squashed base when no entry shows it. The layers a
-// state reads through are walked newest first past empty ones to the
-// first that holds records: its entry, if there is one with every entry
-// below it, is the state.
-func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, cp string, lease *Lease) (Prepared, error) {
+// Prepare returns the lower dirs that show the state of frozen layer
+// base of v's own file, materializing a squashed base when no entry shows
+// it. The layers that state reads through are walked newest first past
+// empty ones to the first that holds records: its entry, if there is one
+// with every entry below it, is the state.
+func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *Lease) (Prepared, error) {
 	start := time.Now()
 	var p Prepared
 	if err := os.MkdirAll(c.Root, 0o700); err != nil {
 		return p, hostErr("layer cache", c.Root, err)
 	}
-	layers, err := v.StateLayers(cp)
+	layers, err := v.LayersAt(base)
 	if err != nil {
 		return p, err
 	}
@@ -117,7 +117,7 @@ func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, cp string, lease *Lea
 	}
 	st, err := c.build(key, func(tree string) (MatStats, error) {
 		var st MatStats
-		err := v.ViewAt(cp, func(tx *vfs.Tx) (err error) {
+		err := v.ViewLayer(base, func(tx *vfs.Tx) (err error) {
 			st, err = Materialize(ctx, tx, tree)
 			return err
 		})

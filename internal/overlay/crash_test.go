@@ -35,7 +35,10 @@ func TestCrashChild(t *testing.T) {
 		switch op {
 		case "materialize":
 			var l Lease
-			_, err = c.Prepare(context.Background(), v, "cp", &l)
+			var cp vfs.Checkpoint
+			if cp, err = v.GetCheckpoint("cp"); err == nil {
+				_, err = c.Prepare(context.Background(), v, cp.Layer, &l)
+			}
 		case "ingest":
 			_, err = c.Recover(v)
 		}
@@ -153,7 +156,11 @@ func TestCrashDuringMaterialize(t *testing.T) {
 			}
 		}
 		var l Lease
-		p, err := c.Prepare(context.Background(), v, "cp", &l)
+		cp, err := v.GetCheckpoint("cp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.Prepare(context.Background(), v, cp.Layer, &l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +198,7 @@ func TestCrashDuringIngest(t *testing.T) {
 		if _, err := v.SaveCheckpoint("cp", ""); err != nil {
 			t.Fatal(err)
 		}
-		run, err := c.Start(context.Background(), v, "cp", fmt.Sprint(i))
+		run, err := c.Start(context.Background(), v, fmt.Sprint(i), "")
 		if err != nil {
 			t.Fatal(err)
 		}

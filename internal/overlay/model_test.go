@@ -34,7 +34,7 @@ func TestModelRoundTrip(t *testing.T) {
 			if _, err := v.SaveCheckpoint(cp, ""); err != nil {
 				rt.Fatal(err)
 			}
-			run, err := c.Start(context.Background(), v, cp, cp)
+			run, err := c.Start(context.Background(), v, cp, "")
 			if err != nil {
 				rt.Fatal(err)
 			}

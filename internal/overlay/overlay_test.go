@@ -94,7 +94,7 @@ func TestRunRoundTrip(t *testing.T) {
 		if _, err := v.SaveCheckpoint(cp, ""); err != nil {
 			t.Fatal(err)
 		}
-		run, err := c.Start(context.Background(), v, cp, cp)
+		run, err := c.Start(context.Background(), v, cp, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func TestIngestStoresOnlyChangedChunks(t *testing.T) {
 	if _, err := v.SaveCheckpoint("cp", ""); err != nil {
 		t.Fatal(err)
 	}
-	run, err := c.Start(context.Background(), v, "cp", "r")
+	run, err := c.Start(context.Background(), v, "r", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestIngestOverQuotaChangesNothing(t *testing.T) {
 	if _, err := v.SaveCheckpoint("cp", ""); err != nil {
 		t.Fatal(err)
 	}
-	run, err := c.Start(context.Background(), v, "cp", "r")
+	run, err := c.Start(context.Background(), v, "r", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,32 +38,42 @@ type pending struct {
 	// Top is the writable layer at the start: the ingest writes into it
 	// and seals it, so a top that moved on means the ingest committed.
 	Top    uint64 `json:"top"`
+	Base   uint64 `json:"base"`   // the frozen layer the run's state stands on
 	Parent string `json:"parent"` // key of the lowers' newest entry
 	Format Format `json:"format"`
+	Merged string `json:"merged"` // the mountpoint
 }
 
 const runPrefix = ".run-"
 
-// Start prepares the lowers of checkpoint cp of v (the state the run
-// starts from; the working state must be the empty layer above it) and
-// mounts them under a fresh upper dir.
-func (c *Cache) Start(ctx context.Context, v *vfs.Vault, cp, id string) (*Run, error) {
-	r := &Run{cache: c, Dir: filepath.Join(c.Root, runPrefix+id)}
-	r.Merged = filepath.Join(r.Dir, "merged")
-	layers, err := v.StateLayers("")
+// Start mounts the working state of v at target (a dir of the run's
+// own when ""): its frozen layers as lowers under a fresh upper dir. The
+// working state is first made an empty layer over a frozen one of v's own
+// file (Seal), which is what the run ingests over; a proxy run has just
+// saved its checkpoint, so nothing needs sealing.
+func (c *Cache) Start(ctx context.Context, v *vfs.Vault, id, target string) (*Run, error) {
+	if ctx.Err() != nil {
+		return nil, errs.Stopped(ctx, "overlay run")
+	}
+	r := &Run{cache: c, Dir: filepath.Join(c.Root, runPrefix+id), Merged: target}
+	if target == "" {
+		r.Merged = filepath.Join(r.Dir, "merged")
+	}
+	top, base, err := standOnFrozen(v)
 	if err != nil {
 		return nil, err
 	}
-	if len(layers) == 0 || layers[0].VaultID != v.ID() || layers[0].Frozen {
-		return nil, &errs.Error{Kind: errs.CorruptVault, Op: "overlay run", Vault: v.Name(), Err: errors.New("the working state has no writable layer")}
-	}
-	prep, err := c.Prepare(ctx, v, cp, &r.lease)
+	prep, err := c.Prepare(ctx, v, base, &r.lease)
 	if err != nil {
 		return nil, err
 	}
 	r.Prepared = prep
-	r.pending = pending{VaultID: v.ID(), Top: layers[0].Layer, Parent: prep.Top, Format: c.Format}
-	for _, d := range []string{r.Dir, r.upper(), r.work(), r.Merged} {
+	r.pending = pending{VaultID: v.ID(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
+	dirs := []string{r.Dir, r.upper(), r.work()}
+	if target == "" {
+		dirs = append(dirs, r.Merged)
+	}
+	for _, d := range dirs {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			r.lease.Release()
 			return nil, hostErr("overlay run", d, err)
@@ -80,6 +90,25 @@ func (c *Cache) Start(ctx context.Context, v *vfs.Vault, cp, id string) (*Run, e
 	}
 	r.mounted = true
 	return r, nil
+}
+
+// standOnFrozen makes v's working state an empty layer whose parent is a
+// frozen layer of v's own file, sealing what it must, and returns both.
+func standOnFrozen(v *vfs.Vault) (top, base uint64, err error) {
+	for range 3 {
+		layers, err := v.StateLayers("")
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(layers) >= 2 && layers[0].Empty && !layers[0].Frozen && layers[1].VaultID == v.ID() && layers[1].Frozen {
+			return layers[0].Layer, layers[1].Layer, nil
+		}
+		if err := v.Seal(); err != nil {
+			return 0, 0, err
+		}
+	}
+	return 0, 0, &errs.Error{Kind: errs.VaultLocked, Op: "overlay run", Vault: v.Name(),
+		Err: errors.New("another writer keeps writing the vault's working state")}
 }
 
 func (r *Run) upper() string { return filepath.Join(r.Dir, "upper") }
@@ -114,6 +143,17 @@ type Finished struct {
 	Ms      float64 // the ingest's time
 }
 
+// Persist makes what the run wrote so far v's working state: the upper
+// ingested over the run's base, the mount going on. Finish ingests the
+// whole upper over the base again, replacing what Persist wrote.
+func (r *Run) Persist(v *vfs.Vault) error {
+	_, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
+		_, err := Ingest(tx, r.upper(), r.pending.Format)
+		return err
+	})
+	return err
+}
+
 // Finish unmounts the run and ingests its upper into v's top layer, then
 // seals that layer, in one transaction. On error (QuotaExceeded, say) the
 // vault is as it was before the run and the run dir is removed: the
@@ -138,7 +178,7 @@ func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) {
 	var fin Finished
 	upper := filepath.Join(dir, "upper")
-	sealed, err := v.UpdateSealed(func(tx *vfs.Tx) error {
+	sealed, err := v.UpdateOver(p.Base, true, func(tx *vfs.Tx) error {
 		var err error
 		fin.Stats, err = Ingest(tx, upper, p.Format)
 		return err
@@ -151,7 +191,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 	// The upper is the layer's form only when the layer holds nothing
 	// else: no other writer wrote into it before the ingest, and it is
 	// the layer the run started over (no restore moved the top).
-	if sealed.Layer == p.Top && sealed.WasEmpty && !sealed.Unchanged {
+	if sealed.WasEmpty && !sealed.Unchanged {
 		if err := c.Adopt(upper, Key(v.ID(), sealed.Layer), p.Parent, fin.Stats); err == nil {
 			fin.Adopted = true
 		}
@@ -169,7 +209,8 @@ type Recovered struct {
 
 // Recover finds the runs of vault v that a crash left (their process is
 // gone: the caller holds the vault's run lock) and finishes each: one
-// whose ingest had committed (v's writable layer moved past the run's) is
+// whose ingest had committed (v's working state no longer stands on the
+// run's base) is
 // removed; one whose ingest had not is ingested now, whole or not at all.
 func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 	des, err := os.ReadDir(c.Root)
@@ -193,13 +234,17 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 		if p.VaultID != v.ID() {
 			continue
 		}
-		_ = Unmount(filepath.Join(dir, "merged"))
+		if p.Merged != "" {
+			_ = Unmount(p.Merged)
+		}
 		rec := Recovered{Dir: dir}
 		layers, err := v.StateLayers("")
 		if err != nil {
 			return out, err
 		}
-		if len(layers) > 0 && layers[0].Layer == p.Top && !layers[0].Frozen {
+		// Not committed while the working state still stands on the
+		// run's base: the final ingest seals and moves past it.
+		if len(layers) > 1 && !layers[0].Frozen && layers[1].VaultID == p.VaultID && layers[1].Layer == p.Base {
 			_, rec.Err = ingestRun(v, dir, p, c)
 			rec.Ingested = rec.Err == nil
 		} else {

@@ -22,12 +22,28 @@ type LayerRef struct {
 // StateLayers lists the layers a state reads through, newest first: the
 // working state's (checkpoint "") or a checkpoint's.
 func (v *Vault) StateLayers(checkpoint string) ([]LayerRef, error) {
-	var out []LayerRef
 	var cp *string
 	if checkpoint != "" {
 		cp = &checkpoint
 	}
-	err := v.runSpec(txSpec{checkpoint: cp}, func(t *Tx) error {
+	return v.stateLayers(txSpec{checkpoint: cp})
+}
+
+// LayersAt lists the layers the state of frozen layer id of this vault's
+// own file reads through, newest (id) first.
+func (v *Vault) LayersAt(id uint64) ([]LayerRef, error) {
+	return v.stateLayers(txSpec{layer: id})
+}
+
+// ViewLayer runs fn read-only on the state of frozen layer id of this
+// vault's own file.
+func (v *Vault) ViewLayer(id uint64, fn func(*Tx) error) error {
+	return v.runSpec(txSpec{layer: id}, fn)
+}
+
+func (v *Vault) stateLayers(spec txSpec) ([]LayerRef, error) {
+	var out []LayerRef
+	err := v.runSpec(spec, func(t *Tx) error {
 		for i, s := range t.c.segs {
 			ids := make([]uint64, 0, len(s.layers))
 			for id := range s.layers {
@@ -123,4 +139,66 @@ func (v *Vault) UpdateSealed(fn func(*Tx) error) (Sealed, error) {
 		v.cache.settled(err == nil)
 	}
 	return s, storageErr("seal", v.Name(), err)
+}
+
+// UpdateOver runs fn on a working state that stands directly on frozen
+// layer base, in one write transaction, and with seal freezes the layer
+// fn wrote as UpdateSealed does. A top layer over base that holds records
+// already is set aside for a new empty one first: what an earlier
+// UpdateOver of the same changes wrote there (an overlay workspace
+// persisted mid-run, then ingests its whole upper again at the end) is
+// replaced, not applied twice. A working state that no longer stands on
+// base (a checkpoint was restored meanwhile) fails with CorruptVault and
+// changes nothing.
+func (v *Vault) UpdateOver(base uint64, seal bool, fn func(*Tx) error) (Sealed, error) {
+	var s Sealed
+	if err := v.checkGuard(); err != nil {
+		return s, err
+	}
+	body := v.body(txSpec{write: true, latest: true}, fn)
+	err := v.eng.Update(func(kt kv.Tx) error {
+		top, err := getU64(kt, metaTop)
+		if err != nil {
+			return err
+		}
+		l, err := getLayer(kt, top)
+		if err != nil {
+			return err
+		}
+		if l.Parent != base || l.Frozen {
+			return corruptf("the working state (layer %d) no longer stands on layer %d", top, base)
+		}
+		empty, err := layerEmpty(kt, top)
+		if err != nil {
+			return err
+		}
+		if !empty {
+			b, err := getLayer(kt, base)
+			if err != nil {
+				return err
+			}
+			if err := newTop(kt, base, b, v.now()); err != nil {
+				return err
+			}
+			if top, err = getU64(kt, metaTop); err != nil {
+				return err
+			}
+		}
+		s.WasEmpty = true
+		if err := body(kt); err != nil {
+			return err
+		}
+		if s.Unchanged, err = layerEmpty(kt, top); err != nil {
+			return err
+		}
+		s.Layer = top
+		if seal {
+			_, _, err = freezeTop(kt, v.now())
+		}
+		return err
+	})
+	if v.cache != nil {
+		v.cache.settled(err == nil)
+	}
+	return s, storageErr("update", v.Name(), err)
 }
