@@ -35,6 +35,9 @@ type Stack struct {
 	Upper  string
 	Work   string
 	Format Format
+	// ReadOnly mounts it read-only: writes fail with EROFS and the
+	// upper stays empty.
+	ReadOnly bool
 }
 
 // Mount mounts s on target with the new mount API: one lowerdir+ per
@@ -85,7 +88,11 @@ func Mount(s Stack, target string) error {
 	if err := unix.FsconfigCreate(fd); err != nil {
 		return mountErr(target, "fsconfig create", err)
 	}
-	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, 0)
+	attrs := 0
+	if s.ReadOnly {
+		attrs = unix.MOUNT_ATTR_RDONLY
+	}
+	mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, attrs)
 	if err != nil {
 		return mountErr(target, "fsmount", err)
 	}

@@ -52,6 +52,16 @@ const runPrefix = ".run-"
 // file (Seal), which is what the run ingests over; a proxy run has just
 // saved its checkpoint, so nothing needs sealing.
 func (c *Cache) Start(ctx context.Context, v *vfs.Vault, id, target string) (*Run, error) {
+	return c.start(ctx, v, id, target, false)
+}
+
+// StartReadOnly is Start for a run that writes nothing: the mount refuses
+// writes with EROFS, and Discard ends it.
+func (c *Cache) StartReadOnly(ctx context.Context, v *vfs.Vault, id, target string) (*Run, error) {
+	return c.start(ctx, v, id, target, true)
+}
+
+func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro bool) (*Run, error) {
 	if ctx.Err() != nil {
 		return nil, errs.Stopped(ctx, "overlay run")
 	}
@@ -84,7 +94,7 @@ func (c *Cache) Start(ctx context.Context, v *vfs.Vault, id, target string) (*Ru
 		r.abandon()
 		return nil, hostErr("overlay run", r.Dir, err)
 	}
-	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format}, r.Merged); err != nil {
+	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro}, r.Merged); err != nil {
 		r.abandon()
 		return nil, err
 	}
