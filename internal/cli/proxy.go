@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
+	"github.com/agentvfs/agentvfs/internal/transport"
+	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 )
 
 // Exit codes of proxy exec that are not the command's own (see ExitCodes).
@@ -60,7 +63,7 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	ts, err := a.transports()
+	ts, err := transport.NewRegistry(a.fuseTransport(), overlaymount.New(overlaymount.CacheDir(runDir)))
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +161,9 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 			if err != nil {
 				return nil, err
 			}
+			if req.Transport != proxy.TransportAuto && !slices.Contains(rt.Transports.Names(), req.Transport) {
+				return nil, invalidf("proxy exec", "--transport wants auto, %s, not %q", strings.Join(rt.Transports.Names(), ", "), req.Transport)
+			}
 			if !a.jsonOut && !a.env.IsTerminal(a.env.Stdout) {
 				a.jsonOut = true
 			}
@@ -203,6 +209,7 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 	f.DurationVar(&req.Linger, "linger", proxy.DefaultLinger, "leave the mount this run starts until idle this long, warm for the next run (0: unmount after the run; default from $AVFS_PROXY_LINGER)")
 	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
 	f.StringVar(&req.Isolate, "isolate", string(sandbox.Auto), "kernel isolation of the command: auto, on or off")
+	f.StringVar(&req.Transport, "transport", proxy.TransportAuto, "workspace of the run: auto (overlay where the kernel allows it, else fuse), fuse or overlay")
 	f.BoolVar(&stream, "stream", false, "print JSON Lines: the output as it comes, then the envelope (implies --json)")
 	return c
 }

@@ -118,6 +118,7 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		w.release()
 		return nil, err
 	}
+	w.prep = w.run.Prepared
 	_, _ = w.cache.Prune()
 	return w, nil
 }
@@ -128,6 +129,7 @@ type workspace struct {
 	cache *overlay.Cache
 	run   *overlay.Run
 	lock  *mountrec.WriterLock
+	prep  overlay.Prepared
 	fin   *overlay.Finished
 }
 
@@ -138,7 +140,7 @@ func (w *workspace) Info() transport.Info {
 }
 
 // Prepared says what the start cost: whether a layer was materialized.
-func (w *workspace) Prepared() overlay.Prepared { return w.run.Prepared }
+func (w *workspace) Prepared() overlay.Prepared { return w.prep }
 
 // Finished is what the ingest at Close did (nil before Close).
 func (w *workspace) Finished() *overlay.Finished { return w.fin }
