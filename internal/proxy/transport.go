@@ -27,8 +27,10 @@ type choice struct {
 // chooseTransport picks the transport of a workspace the run starts.
 // auto takes overlay where this process can mount one and the run writes
 // (the ingest is what makes it the vault's), FUSE otherwise, and says
-// why: read-only runs read the live working state through FUSE, and a
-// host without overlayfs or root has only FUSE.
+// why: read-only runs read the live working state, and --keep-mount
+// keeps a live mount, which only FUSE serves; a host without overlayfs or
+// root has only FUSE. An overlay run never lingers: what stays warm for
+// the next run is its layer cache.
 func (rt *Runtime) chooseTransport(req Request) choice {
 	if req.Transport != "" && req.Transport != TransportAuto {
 		return choice{name: req.Transport, reason: "asked for with --transport"}
@@ -42,6 +44,8 @@ func (rt *Runtime) chooseTransport(req Request) choice {
 		return choice{name: transportFUSE, reason: "overlay: no overlay transport in this runtime"}
 	case req.Readonly:
 		return choice{name: transportFUSE, reason: "overlay: read-only runs read the live working state through FUSE"}
+	case req.KeepMount:
+		return choice{name: transportFUSE, reason: "overlay: --keep-mount keeps a live mount, which only FUSE serves"}
 	}
 	if a, ok := ov.(availabler); ok {
 		if err := a.Available(); err != nil {

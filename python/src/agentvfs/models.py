@@ -567,11 +567,27 @@ class Isolation(Document):
 
 
 @dataclass(frozen=True)
+class OverlayCost(Document):
+    lowers: int
+    materialized: bool
+    materialize_ms: float
+    materialized_files: int
+    materialized_bytes: int
+    ingest_ms: float
+    ingested_files: int
+    ingested_bytes: int
+    deleted: int
+    reused: bool
+
+
+@dataclass(frozen=True)
 class ProxyResult(Document):
     vault: str
     mountpoint: Optional[str]
     mount_reused: bool
     transport: Optional[str]
+    transport_reason: Optional[str]
+    overlay: Optional[OverlayCost]
     cwd: str
     command: List[str]
     exit_code: Optional[int]
@@ -597,6 +613,7 @@ class ProxyResult(Document):
     undone_by: Optional[str]
     nested = {
         "stage_ms": StageTimes,
+        "overlay": OverlayCost,
         "checkpoint": RunCheckpoint,
         "changes": Change,
         "decision": Decision,
