@@ -115,6 +115,11 @@ func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *L
 		p.Lowers, p.Top, p.Ms = lowers, key, since(start)
 		return p, nil
 	}
+	// An entry that cannot be stacked (a delta too deep, or whose parent
+	// was pruned) gives way to a squashed base of the same state.
+	if err := c.Drop(key); err != nil {
+		return p, err
+	}
 	st, err := c.build(key, func(tree string) (MatStats, error) {
 		var st MatStats
 		err := v.ViewLayer(base, func(tx *vfs.Tx) (err error) {

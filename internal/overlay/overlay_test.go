@@ -85,11 +85,12 @@ func TestRunRoundTrip(t *testing.T) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
 	c := newCache(t)
+	c.MaxDepth = 2
 	src := t.TempDir()
 	sampleTree(t, src)
 	importDir(t, v, src)
 
-	for round := range 3 {
+	for round := range 4 {
 		cp := "cp" + string(rune('0'+round))
 		if _, err := v.SaveCheckpoint(cp, ""); err != nil {
 			t.Fatal(err)
@@ -101,8 +102,12 @@ func TestRunRoundTrip(t *testing.T) {
 		if round == 0 && (!run.Prepared.Built || len(run.Prepared.Lowers) != 1) {
 			t.Fatalf("first run: built %v with %d lowers, want a base built", run.Prepared.Built, len(run.Prepared.Lowers))
 		}
-		if round > 0 && (run.Prepared.Built || len(run.Prepared.Lowers) != round+1) {
+		if (round == 1 || round == 2) && (run.Prepared.Built || len(run.Prepared.Lowers) != round+1) {
 			t.Fatalf("run %d: built %v with %d lowers, want the earlier uppers reused", round, run.Prepared.Built, len(run.Prepared.Lowers))
+		}
+		// Past MaxDepth deltas the state is squashed into a new base.
+		if round == 3 && (!run.Prepared.Built || len(run.Prepared.Lowers) != 1) {
+			t.Fatalf("run %d: built %v with %d lowers, want a squashed base", round, run.Prepared.Built, len(run.Prepared.Lowers))
 		}
 		m := func(s string) string { return filepath.Join(run.Merged, s) }
 		must := func(err error) {
@@ -139,6 +144,8 @@ func TestRunRoundTrip(t *testing.T) {
 		case 2:
 			must(os.WriteFile(m("hard"), []byte("rewritten through one name"), 0o644))
 			must(os.RemoveAll(m("src")))
+		case 3:
+			must(os.WriteFile(m("after-squash"), []byte("s"), 0o600))
 		}
 		before := snapshot(t, run.Merged, snapOpts{times: true})
 		fin, err := run.Finish(v)

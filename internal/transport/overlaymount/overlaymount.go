@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
@@ -119,6 +120,16 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		return nil, err
 	}
 	w.prep = w.run.Prepared
+	// The record is what `avfs mounts` lists; held by this process, it
+	// is live while the run is.
+	rec, err := mountrec.Create(spec.Home, mountrec.Info{Vault: spec.Vault, Mountpoint: spec.Dir, PID: os.Getpid(),
+		ReadOnly: spec.ReadOnly, StartedAt: time.Now().UTC(), Transport: Name})
+	if err != nil {
+		_ = w.run.Discard()
+		w.release()
+		return nil, err
+	}
+	w.rec = rec
 	_, _ = w.cache.Prune()
 	return w, nil
 }
@@ -129,6 +140,7 @@ type workspace struct {
 	cache *overlay.Cache
 	run   *overlay.Run
 	lock  *mountrec.WriterLock
+	rec   *mountrec.Record
 	prep  overlay.Prepared
 	fin   *overlay.Finished
 }
@@ -188,6 +200,10 @@ func (w *workspace) Close(ctx context.Context) error {
 }
 
 func (w *workspace) release() {
+	if w.rec != nil {
+		w.rec.Remove()
+		w.rec = nil
+	}
 	if w.lock != nil {
 		w.lock.Release()
 		w.lock = nil
