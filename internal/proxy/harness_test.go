@@ -72,7 +72,7 @@ type user struct {
 	ah     string // $AVFS_HOME
 	extra  []string
 	args   []string // given to every proxy exec before the test's own (a --transport)
-	runDir string // known after the first run that mounts
+	runDir string   // known after the first run that mounts
 }
 
 // needFuse skips unless FUSE mounts work for uid: root with /dev/fuse, or
