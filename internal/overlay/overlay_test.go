@@ -248,3 +248,31 @@ func TestIngestOverQuotaChangesNothing(t *testing.T) {
 		t.Fatalf("run dir left: %v", err)
 	}
 }
+
+// TestRunUnmountedDuringItFails: a run whose workspace was unmounted
+// under it (its later writes went to the host dir beneath) ends with an
+// error, its upper still ingested.
+func TestRunUnmountedDuringItFails(t *testing.T) {
+	needRoot(t)
+	v, _ := newVault(t, vfs.Quota{})
+	c := newCache(t)
+	run, err := c.Start(context.Background(), v, "r", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(run.Merged, "before"), []byte("b"), 0o644); err != nil {
+		run.Discard()
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(run.Merged, unix.MNT_DETACH); err != nil {
+		run.Discard()
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(run.Merged, "after"), []byte("a"), 0o644)
+	if _, err := run.Finish(v); !errs.Is(err, errs.IoError) {
+		t.Fatalf("Finish after the workspace was unmounted: %v, want IoError", err)
+	}
+	if err := v.View(func(tx *vfs.Tx) error { _, err := tx.ReadFile("/before"); return err }); err != nil {
+		t.Errorf("what the run wrote before: %v", err)
+	}
+}

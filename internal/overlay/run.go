@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -170,8 +172,14 @@ func (r *Run) Persist(v *vfs.Vault) error {
 // run's writes are refused as a whole.
 func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 	var fin Finished
+	var gone error
 	if r.mounted {
-		if err := Unmount(r.Merged); err != nil {
+		if !isMountpoint(r.Merged) {
+			// Something in the run unmounted it: what it wrote after went
+			// to the host dir beneath, not the upper.
+			gone = &errs.Error{Kind: errs.IoError, Op: "overlay run", Path: r.Merged,
+				Err: errors.New("the workspace was unmounted during the run: writes made after that are not in the vault")}
+		} else if err := Unmount(r.Merged); err != nil {
 			return fin, err
 		}
 		r.mounted = false
@@ -180,7 +188,7 @@ func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 	start := time.Now()
 	fin, err := ingestRun(v, r.Dir, r.pending, r.cache)
 	fin.Ms = since(start)
-	return fin, err
+	return fin, errors.Join(err, gone)
 }
 
 // ingestRun ingests the upper of run dir and disposes of the dir: adopted
@@ -281,4 +289,14 @@ func (c *Cache) Pending(vaultID string) []string {
 		}
 	}
 	return out
+}
+
+// isMountpoint reports whether dir is the root of a mount: its device
+// differs from its parent's.
+func isMountpoint(dir string) bool {
+	var st, pst unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || unix.Lstat(filepath.Dir(dir), &pst) != nil {
+		return false
+	}
+	return st.Dev != pst.Dev
 }
