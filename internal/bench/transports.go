@@ -86,7 +86,6 @@ func Transports(cfg Config) error {
 
 	type workload struct {
 		name, setup, script, target string
-		native                      string // the dir the native run works in
 	}
 	gitSetup := `git init -q r && cd r && git config user.email b@b && git config user.name b &&
 for d in $(seq 20); do mkdir d$d; for f in $(seq 100); do echo "line $d $f" > d$d/f$f; done; done &&
