@@ -1,3 +1,5 @@
+//go:build linux
+
 package overlay
 
 import (
@@ -74,15 +76,6 @@ func (l *Lease) Release() {
 		f.Close()
 	}
 	l.files = nil
-}
-
-// Prepared is the lower stack of a state, ready to mount.
-type Prepared struct {
-	Lowers []string // newest first
-	Top    string   // key of the newest entry
-	Built  bool     // a base was materialized for this state
-	Stats  MatStats
-	Ms     float64 // time spent finding or building the stack
 }
 
 // Prepare returns the lower dirs that show the state of frozen layer

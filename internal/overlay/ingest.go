@@ -1,3 +1,5 @@
+//go:build linux
+
 package overlay
 
 import (
@@ -14,14 +16,6 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
-
-// IngestStats counts what an ingest did.
-type IngestStats struct {
-	Written int   // files whose content was read from the upper dir
-	Bytes   int64 // bytes of those files (hashed; only changed chunks are stored)
-	Deleted int   // names removed by whiteouts and opaque dirs
-	Dirs    int   // directories of the upper dir walked
-}
 
 // Ingest turns the upper dir of an overlay mounted over the state tx
 // writes into changes of that state: a whiteout (a c 0 0 device, or an

@@ -1,3 +1,5 @@
+//go:build linux
+
 package overlay
 
 import (
@@ -13,12 +15,6 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
-
-// MatStats counts what Materialize wrote.
-type MatStats struct {
-	Files int   // names written, directories included
-	Bytes int64 // file data written
-}
 
 // Materialize writes the whole state tx reads into dir (an empty
 // directory) as one squashed overlay layer: every file with its mode,

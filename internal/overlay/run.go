@@ -1,3 +1,5 @@
+//go:build linux
+
 package overlay
 
 import (
@@ -145,14 +147,6 @@ func (r *Run) Discard() error {
 	}
 	r.lease.Release()
 	return errors.Join(err, hostErr("overlay run", r.Dir, os.RemoveAll(r.Dir)))
-}
-
-// Finished is what Finish did.
-type Finished struct {
-	Stats   IngestStats
-	Sealed  vfs.Sealed
-	Adopted bool    // the upper became the cache entry of the sealed layer
-	Ms      float64 // the ingest's time
 }
 
 // Persist makes what the run wrote so far v's working state: the upper

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package overlaymount is the overlay transport: the vault's frozen
 // layers materialized as host directories (package overlay's layer
 // cache) and stacked by the kernel's overlayfs under a fresh upper dir.
@@ -13,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -24,9 +25,6 @@ import (
 	"github.com/agentvfs/agentvfs/internal/transport"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
-
-// Name is the overlay transport's name.
-const Name = "overlay"
 
 // DefaultBudget bounds the layer cache when the caller sets none.
 const DefaultBudget = 8 << 30
@@ -209,7 +207,3 @@ func (w *workspace) release() {
 		w.lock = nil
 	}
 }
-
-// CacheDir is where a home's layer cache lives inside the runtime dir
-// of its runs.
-func CacheDir(runDir string) string { return filepath.Join(runDir, "layers") }
