@@ -55,9 +55,11 @@ func Transports(cfg Config) error {
 	}
 	defer os.RemoveAll(work)
 	home := filepath.Join(work, "home")
-	if runDir, err := proxy.RuntimeDir(home, ""); err == nil {
-		defer os.RemoveAll(runDir)
+	runDir, err := proxy.RuntimeDir(home, "")
+	if err != nil {
+		return err
 	}
+	defer os.RemoveAll(runDir)
 	avfs := func(args ...string) ([]byte, error) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "AVFS_HOME="+home, "AVFS_VAULT=", "AVFS_PROXY_LINGER=")
@@ -101,7 +103,10 @@ git add -A && git commit -qm init`
 	if _, err := avfs("vault", "create", "tb", "--use"); err != nil {
 		return err
 	}
-	nativeDir := filepath.Join(work, "native")
+	// The native side works beside the overlay's upper dirs, in the
+	// runtime dir: directories of one filesystem differ here (a create
+	// under a crowded /tmp cost four times one under /run).
+	nativeDir := filepath.Join(runDir, "native")
 	if err := os.MkdirAll(nativeDir, 0o755); err != nil {
 		return err
 	}
