@@ -203,7 +203,8 @@ func TestBinaryNotFound(t *testing.T) {
 	if !canMount {
 		return // Exec checks FUSE first
 	}
-	_, err = h.Exec(ctx, avfs.ExecRequest{Vault: "v", Argv: []string{"true"}})
+	// FUSE needs the program to serve the run's mount (overlay does not).
+	_, err = h.Exec(ctx, avfs.ExecRequest{Vault: "v", Argv: []string{"true"}, Transport: avfs.TransportFUSE})
 	wantKind(t, err, avfs.BinaryNotFound)
 
 	t.Setenv("AGENTVFS_BIN", dir) // a directory: named, but not a program

@@ -148,7 +148,8 @@ func TestExecContextBeforeCommand(t *testing.T) {
 			}
 			starting <- false
 		}()
-		env, err := h.Exec(ctx, avfs.ExecRequest{Vault: vault, Shell: "echo ran > ran.txt; sleep 20", Linger: avfs.NoLinger})
+		env, err := h.Exec(ctx, avfs.ExecRequest{Vault: vault, Shell: "echo ran > ran.txt; sleep 20", Linger: avfs.NoLinger,
+			Transport: avfs.TransportFUSE}) // it watches the FUSE server start
 		if !<-starting {
 			t.Fatalf("the mount's start was not seen: %+v, %v", env, err)
 		}

@@ -48,11 +48,14 @@ type RunResult struct {
 	Vault       string
 	Mountpoint  string // "" when the run mounted nothing
 	MountReused bool   // the run used a mount that was already there
-	// Transport names what served the mount ("fuse"); "" when the run
-	// mounted nothing.
-	Transport string
-	Cwd       string
-	Command   []string
+	// Transport names what served the workspace ("fuse", "overlay"); ""
+	// when the run mounted nothing. TransportReason says why it was chosen.
+	Transport       string
+	TransportReason string
+	// Overlay is what an overlay run cost; nil on other transports.
+	Overlay *OverlayCost
+	Cwd     string
+	Command []string
 	// ExitCode is the command's exit code; nil when it did not exit by
 	// itself (not run, or killed by Signal).
 	ExitCode *int
@@ -215,6 +218,35 @@ const (
 	CheckpointNever  CheckpointMode = "never"  // deleted after the change summary
 )
 
+// TransportMode is the workspace asked for a run.
+type TransportMode string
+
+func (m TransportMode) String() string { return string(m) }
+
+// The transports; "" is TransportAuto.
+const (
+	TransportAuto    TransportMode = "auto"
+	TransportFUSE    TransportMode = "fuse"
+	TransportOverlay TransportMode = "overlay"
+)
+
+// OverlayCost is what an overlay run cost: finding or materializing its
+// lower layers, and ingesting its upper dir into the vault.
+type OverlayCost struct {
+	Lowers            int  // lower dirs stacked
+	Materialized      bool // a layer was written for this run
+	Materialize       time.Duration
+	MaterializedFiles int
+	MaterializedBytes int64
+	Ingest            time.Duration
+	IngestedFiles     int // files read back from the upper dir
+	IngestedBytes     int64
+	Deleted           int // names whiteouts and opaque dirs removed
+	// Reused: the upper dir became the cached form of the run's layer, so
+	// the next run on it materializes nothing.
+	Reused bool
+}
+
 // ChangesMode is how much of a run's change list the envelope holds.
 type ChangesMode string
 
@@ -291,12 +323,17 @@ func envelope(e *proxy.Envelope) *Envelope {
 			Command: q.Command, Shell: q.CommandMode == "shell", Timeout: ms(q.TimeoutMs), Grace: ms(q.GraceMs),
 			MaxOutput: q.MaxOutput, Stdin: q.Stdin, EnvKeys: q.EnvKeys, Approval: str(q.Approval), Isolate: IsolateMode(q.Isolate),
 			Changes: ChangesMode(q.Changes)},
-		Result: RunResult{Vault: r.Vault, Mountpoint: str(r.Mountpoint), MountReused: r.MountReused, Transport: str(r.Transport), Cwd: r.Cwd,
+		Result: RunResult{Vault: r.Vault, Mountpoint: str(r.Mountpoint), MountReused: r.MountReused, Transport: str(r.Transport), TransportReason: str(r.TransportReason), Cwd: r.Cwd,
 			Command: r.Command, ExitCode: r.ExitCode, Signal: str(r.Signal), Stdout: r.Stdout, Stderr: r.Stderr,
 			StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, StdoutBytes: r.StdoutBytes,
 			StderrBytes: r.StderrBytes, Duration: ms(r.DurationMs), ChangedFiles: r.ChangedFiles, ChangesTruncated: r.ChangesTruncated,
 			RenamesDetected: r.RenamesDetected, Decision: decision(r.Decision), Isolation: isolation(r.Isolation),
 			State: RunState(r.State), TimedOut: r.TimedOut, UndoneBy: str(r.UndoneBy)},
+	}
+	if o := r.Overlay; o != nil {
+		out.Result.Overlay = &OverlayCost{Lowers: o.Lowers, Materialized: o.Materialized, Materialize: ms(o.MaterializeMs),
+			MaterializedFiles: o.MaterializedFiles, MaterializedBytes: o.MaterializedBytes, Ingest: ms(o.IngestMs),
+			IngestedFiles: o.IngestedFiles, IngestedBytes: o.IngestedBytes, Deleted: o.Deleted, Reused: o.Reused}
 	}
 	if m := r.Summary; m != nil {
 		out.Result.Summary = &ChangeSummary{Added: m.Added, Modified: m.Modified, Deleted: m.Deleted, Renamed: m.Renamed,

@@ -8,6 +8,8 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/proxy"
+	"github.com/agentvfs/agentvfs/internal/transport"
+	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 )
 
 // ExecRequest is one command to run in a vault through the proxy. Give
@@ -40,6 +42,10 @@ type ExecRequest struct {
 	// Isolate is the kernel boundary of the command: IsolateAuto (the
 	// default, ""), IsolateOn or IsolateOff.
 	Isolate IsolateMode
+	// Transport is the run's workspace: TransportAuto (the default, "":
+	// overlay where the kernel allows it, else FUSE), TransportFUSE or
+	// TransportOverlay (RunResult.TransportReason says why).
+	Transport TransportMode
 	// Changes is how much of the change list the envelope holds:
 	// ChangesFull (the default, ""), ChangesSummary or ChangesNone.
 	Changes ChangesMode
@@ -123,7 +129,7 @@ func (h *Home) Exec(ctx context.Context, req ExecRequest) (*Envelope, error) {
 		Timeout: req.Timeout, Grace: req.Grace, Readonly: req.ReadOnly,
 		Checkpoint: string(req.Checkpoint), Env: req.Env, Stdin: req.Stdin,
 		MaxOutput: req.MaxOutput, KeepMount: req.KeepMount, Linger: req.Linger, Approval: req.Approval,
-		Isolate: string(req.Isolate), Changes: string(req.Changes), Stdout: req.Stdout, Stderr: req.Stderr,
+		Isolate: string(req.Isolate), Changes: string(req.Changes), Transport: string(req.Transport), Stdout: req.Stdout, Stderr: req.Stderr,
 	})
 	return envelope(env), wrapErr(err)
 }
@@ -223,7 +229,7 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := h.transports()
+	ts, err := transport.NewRegistry(h.fuseTransport(), overlaymount.New(overlaymount.CacheDir(runDir)))
 	if err != nil {
 		return nil, err
 	}

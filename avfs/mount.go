@@ -113,7 +113,12 @@ func (h *Home) mount(ctx context.Context, vault, mountpoint string, opts *MountO
 // transports are the workspace transports of the library's mounts and
 // runs; their serving processes are the avfs program h finds.
 func (h *Home) transports() (*transport.Registry, error) {
-	return transport.NewRegistry(fusemount.New(func() (string, error) { return h.binary("mount") }))
+	return transport.NewRegistry(h.fuseTransport())
+}
+
+// fuseTransport is FUSE served by the avfs program h finds.
+func (h *Home) fuseTransport() transport.Transport {
+	return fusemount.New(func() (string, error) { return h.binary("mount") })
 }
 
 // Unmount unmounts and waits until the serving process has persisted

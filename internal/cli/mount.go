@@ -139,13 +139,18 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 // transports are the workspace transports of this program; the first is
 // the default.
 func (a *app) transports() (*transport.Registry, error) {
-	return transport.NewRegistry(fusemount.New(func() (string, error) {
+	return transport.NewRegistry(a.fuseTransport())
+}
+
+// fuseTransport is the FUSE transport, its servers run as this program.
+func (a *app) fuseTransport() *fusemount.Transport {
+	return fusemount.New(func() (string, error) {
 		exe, err := MountExecutable()
 		if err != nil {
 			return "", &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
 		}
 		return exe, nil
-	}))
+	})
 }
 
 // serveMount serves a mount from this process until it is unmounted or

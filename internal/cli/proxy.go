@@ -16,6 +16,8 @@ import (
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
+	"github.com/agentvfs/agentvfs/internal/transport"
+	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 )
 
 // Exit codes of proxy exec that are not the command's own (see ExitCodes).
@@ -61,7 +63,7 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	ts, err := a.transports()
+	ts, err := transport.NewRegistry(a.fuseTransport(), overlaymount.New(overlaymount.CacheDir(runDir)))
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +164,9 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 			if err != nil {
 				return nil, err
 			}
+			if req.Transport != proxy.TransportAuto && !slices.Contains(rt.Transports.Names(), req.Transport) {
+				return nil, invalidf("proxy exec", "--transport wants auto, %s, not %q", strings.Join(rt.Transports.Names(), ", "), req.Transport)
+			}
 			if !a.jsonOut && !a.env.IsTerminal(a.env.Stdout) {
 				a.jsonOut = true
 			}
@@ -208,6 +213,7 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 	f.StringVar(&req.Approval, "approval", "", "run the request approved under this id")
 	f.StringVar(&req.Isolate, "isolate", string(sandbox.Auto), "kernel isolation of the command: auto, on or off")
 	f.StringVar(&req.Changes, "changes", proxy.ChangesFull, fmt.Sprintf("how much of the change list the envelope carries: full (up to %d entries, then cut: changes_truncated), summary (result.summary only) or none (no diff is taken)", proxy.ChangesLimit))
+	f.StringVar(&req.Transport, "transport", proxy.TransportAuto, "workspace of the run: auto (overlay where the kernel allows it, else fuse), fuse or overlay")
 	f.BoolVar(&stream, "stream", false, "print JSON Lines: the output as it comes, then the envelope (implies --json)")
 	return c
 }

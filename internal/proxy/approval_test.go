@@ -193,7 +193,7 @@ func TestSymlinkMadeInLingeringMount(t *testing.T) {
 				}
 			}
 			e.linger = "30s"
-			first := e.exec(0, "", "--shell", "ln -s . b && mkdir d")
+			first := e.exec(0, "", "--transport", "fuse", "--shell", "ln -s . b && mkdir d") // a lingering mount: FUSE's
 			mnt := *first.Result.Mountpoint
 			t.Cleanup(func() { e.avfs("", "unmount", mnt) })
 			env := e.exec(14, "", "--cwd", "b/b/b", "--", "cat", "../etc/shadow")

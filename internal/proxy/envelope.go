@@ -90,7 +90,12 @@ type Result struct {
 	MountReused bool    `json:"mount_reused"`
 	// Transport names the transport that served the mount ("fuse"); null
 	// when the run mounted nothing.
-	Transport       *string            `json:"transport"`
+	Transport *string `json:"transport"`
+	// TransportReason says why the run's transport was chosen (null when
+	// the run mounted nothing or reused a live mount).
+	TransportReason *string `json:"transport_reason"`
+	// Overlay is what an overlay run cost (null on other transports).
+	Overlay         *OverlayInfo       `json:"overlay"`
 	Cwd             string             `json:"cwd"`
 	Command         []string           `json:"command"`
 	ExitCode        *int               `json:"exit_code"`

@@ -71,7 +71,8 @@ type user struct {
 	home   string // $HOME
 	ah     string // $AVFS_HOME
 	extra  []string
-	runDir string // known after the first run that mounts
+	args   []string // given to every proxy exec before the test's own (a --transport)
+	runDir string   // known after the first run that mounts
 }
 
 // needFuse skips unless FUSE mounts work for uid: root with /dev/fuse, or
@@ -186,7 +187,7 @@ func (u *user) mustAvfs(args ...string) string {
 // exec runs proxy exec with --json and returns the envelope (nil when it
 // printed none) and the exit code.
 func (u *user) exec(args ...string) (*proxy.Envelope, int, string) {
-	code, out, errOut := u.avfs(append([]string{"proxy", "exec", "--json"}, args...)...)
+	code, out, errOut := u.avfs(append(append([]string{"proxy", "exec", "--json"}, u.args...), args...)...)
 	var env proxy.Envelope
 	if err := json.Unmarshal([]byte(out), &env); err != nil || env.Kind != proxy.Kind {
 		return nil, code, out + errOut

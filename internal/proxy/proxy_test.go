@@ -202,7 +202,9 @@ func TestRunThroughMount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.exec(0, "", "--shell", "echo one > keep.txt; echo two > gone.txt; echo three > old.txt; mkdir sub")
-	env := e.exec(0, "", "--cwd", "sub", "--env", "FOO=bar", "--shell",
+	// Renames are told from the inode a FUSE mount keeps; an overlay
+	// ingest makes the moved file a new inode (docs/architecture.md).
+	env := e.exec(0, "", "--transport", "fuse", "--cwd", "sub", "--env", "FOO=bar", "--shell",
 		`echo "$AVFS_VAULT $FOO $(basename "$PWD")"; echo more >> ../keep.txt; rm ../gone.txt; mv ../old.txt ../new.txt; echo n > new2.txt`)
 	r := env.Result
 	if r.Stdout != "v bar sub\n" || *r.ExitCode != 0 || !env.Success || r.State != proxy.StateCompleted {
@@ -470,7 +472,8 @@ func testLinger(t *testing.T, engine string) {
 		}
 	}
 	e.linger = "30s" // the default a person gets, from $AVFS_PROXY_LINGER
-	first := e.exec(0, "", "--shell", "echo a > a.txt")
+	// Lingering is FUSE's: an overlay run is ingested at its end.
+	first := e.exec(0, "", "--transport", "fuse", "--shell", "echo a > a.txt")
 	if first.Result.MountReused || first.Result.Mountpoint == nil {
 		t.Fatalf("first: %+v", first.Result)
 	}
@@ -479,7 +482,7 @@ func testLinger(t *testing.T, engine string) {
 	if m := e.mounts(); len(m) != 1 || !m[0].Live || m[0].IdleTimeoutMS != 30000 {
 		t.Fatalf("after a run: mounts %+v", m)
 	}
-	second := e.exec(0, "", "--shell", "cat a.txt; echo b > b.txt")
+	second := e.exec(0, "", "--transport", "fuse", "--shell", "cat a.txt; echo b > b.txt")
 	if !second.Result.MountReused || *second.Result.Mountpoint != mnt || second.Result.Stdout != "a\n" {
 		t.Fatalf("second: %+v", second.Result)
 	}
@@ -510,14 +513,14 @@ func testLinger(t *testing.T, engine string) {
 
 	// A run in progress holds its mount: a write waits for nothing and
 	// fails; the run goes on undisturbed.
-	third := e.exec(0, "", "--", "true")
+	third := e.exec(0, "", "--transport", "fuse", "--", "true")
 	if third.Result.MountReused {
 		t.Fatalf("third started no mount: %+v", third.Result)
 	}
 	mnt = *third.Result.Mountpoint
 	done := make(chan int)
 	go func() {
-		code, _, _ := e.avfs("", "--json", "proxy", "exec", "--shell", "touch started; sleep 1; echo late > late.txt")
+		code, _, _ := e.avfs("", "--json", "proxy", "exec", "--transport", "fuse", "--shell", "touch started; sleep 1; echo late > late.txt")
 		done <- code
 	}()
 	for i := 0; ; i++ {
@@ -540,7 +543,7 @@ func testLinger(t *testing.T, engine string) {
 	if code, out, errOut := e.avfs("", "unmount", mnt); code != 0 {
 		t.Fatalf("unmount: %s%s", out, errOut)
 	}
-	e.exec(0, "", "--linger", "200ms", "--", "true")
+	e.exec(0, "", "--transport", "fuse", "--linger", "200ms", "--", "true")
 	for i := 0; len(e.mounts()) > 0; i++ {
 		if i == 1000 {
 			t.Fatalf("the mount outlived its idle timeout: %+v", e.mounts())
@@ -555,7 +558,7 @@ func testLinger(t *testing.T, engine string) {
 	}
 
 	// Undo ends a lingering mount of the vault before it restores.
-	e.exec(0, "", "--shell", "echo e > e.txt")
+	e.exec(0, "", "--transport", "fuse", "--shell", "echo e > e.txt")
 	if code, out, errOut := e.avfs("", "--json", "proxy", "undo"); code != 0 {
 		t.Fatalf("undo beside a lingering mount: exit %d %s%s", code, out, errOut)
 	}

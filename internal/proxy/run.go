@@ -291,8 +291,12 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		env.Result.Approval = &Approval{ID: env.ID, Status: "pending", ExpiresAt: rt.now().Add(rt.approvalTTL()).UTC()}
 		return nil
 	}
-	if err := mountd.Available(); err != nil { // the run needs a mount: fail before using an approval, locking or checkpointing
-		return err
+	ch := rt.chooseTransport(req)
+	req.Transport = ch.name
+	if ch.name == transportFUSE {
+		if err := mountd.Available(); err != nil { // the run needs a mount: fail before using an approval, locking or checkpointing
+			return err
+		}
 	}
 	if req.Isolate == string(sandbox.On) { // --isolate on where it cannot be: nothing is touched
 		if _, err := rt.isolationAvailable(); err != nil {
@@ -329,7 +333,8 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 			return err
 		}
 		var err error
-		if live == "" && rt.opensBeside(req.Vault) {
+		// An overlay run stands on the checkpoint: it starts after it.
+		if live == "" && rt.opensBeside(req.Vault) && ch.name != transportOverlay {
 			// No mount to ask: start one while the checkpoint is saved
 			// here. Each costs tens of milliseconds, and a checkpoint
 			// is allowed beside the vault's writer.
@@ -370,8 +375,14 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	env.Request.Mountpoint, env.Result.Mountpoint = &mnt, &mnt
 	env.Result.Transport = &r.transport
 	env.Result.MountReused = r.ws == nil
+	if r.ws != nil {
+		env.Result.TransportReason = &ch.reason
+	}
+	// An overlay workspace never lingers: its close is the ingest that
+	// makes the run's writes the vault's.
+	ingests := r.ws != nil && r.transport == transportOverlay
 	stop := func() error { return nil }
-	if r.ws != nil && !req.lingers() {
+	if r.ws != nil && (!req.lingers() || ingests) {
 		stop = func() error {
 			// The workspace is taken back even when the run was
 			// interrupted: nothing of it may outlive the run.
@@ -413,11 +424,23 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		return errors.Join(err, stop())
 	}
 	// The summary is taken before the unmount, from the server that
-	// holds every write of the run; the unmount then only closes.
+	// holds every write of the run; the unmount then only closes. An
+	// overlay run is ingested first, in this stage: its writes are the
+	// vault's only then.
+	ask := mnt // the server to ask for the summary
+	if ingests {
+		err := r.ws.Close(context.WithoutCancel(ctx))
+		env.Result.Overlay = overlayInfo(r.ws)
+		stop = func() error { return nil }
+		if err != nil {
+			return err
+		}
+		ask = ""
+	}
 	if cp != "" {
 		a := summarizeArgs{Checkpoint: cp, Delete: req.Checkpoint == CheckpointNever, Changes: req.Changes}
 		var s summary
-		err := rt.inVault(req.Vault, mnt, opSummarize, a, &s, func(v *vfs.Vault) (err error) {
+		err := rt.inVault(req.Vault, ask, opSummarize, a, &s, func(v *vfs.Vault) (err error) {
 			s, err = summarizeIn(v, a)
 			return err
 		})

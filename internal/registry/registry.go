@@ -64,6 +64,16 @@ type Home struct {
 	leaseTTL  time.Duration // of writers' leases; the engine's default when 0
 }
 
+// Unguarded is a copy of h without WriteGuard and BeforeOpen, for the
+// process that holds a vault's writer lock itself (an overlay workspace
+// ingesting its run), whose own writes the guard would refuse. The copy
+// keeps h's place: the same files or store.
+func (h *Home) Unguarded() *Home {
+	c := *h
+	c.WriteGuard, c.BeforeOpen = nil, nil
+	return &c
+}
+
 // guard gives v the Home's WriteGuard for vault name, and the writer
 // lease of a vault that hosts share, taken before its first change.
 func (h *Home) guard(name string, v *vfs.Vault) *vfs.Vault {

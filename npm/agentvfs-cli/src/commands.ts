@@ -199,6 +199,8 @@ export interface ProxyExecFlags extends CallOptions {
   stdin?: boolean;
   /** stop the command after this long (SIGTERM, then SIGKILL); 0 = no limit (default 5m0s) */
   timeout?: Duration;
+  /** workspace of the run: auto (overlay where the kernel allows it, else fuse), fuse or overlay (default auto) */
+  transport?: string;
 }
 
 /** Flags of `avfs proxy history`. */
@@ -475,7 +477,7 @@ export class Commands {
 
   /** Classify, checkpoint, mount, run one command and report what it changed: `avfs proxy exec [flags] (--shell SCRIPT | -- ARGV...)`, printing docs/schema/proxy-exec.json. */
   proxyExec(argv: string[] = [], flags: ProxyExecFlags = {}): Promise<S.ProxyExecResult> {
-    return this.invoke(["proxy","exec"], [[argv, true]], [["--approval", "string", flags.approval], ["--changes", "string", flags.changes], ["--checkpoint", "string", flags.checkpoint], ["--cwd", "string", flags.cwd], ["--env", "repeat", flags.env], ["--grace", "duration", flags.grace], ["--isolate", "string", flags.isolate], ["--keep-mount", "bool", flags.keepMount], ["--linger", "duration", flags.linger], ["--max-output", "int64", flags.maxOutput], ["--readonly", "bool", flags.readonly], ["--shell", "string", flags.shell], ["--stdin", "bool", flags.stdin], ["--timeout", "duration", flags.timeout]], { ...flags, scoped: true }) as Promise<S.ProxyExecResult>;
+    return this.invoke(["proxy","exec"], [[argv, true]], [["--approval", "string", flags.approval], ["--changes", "string", flags.changes], ["--checkpoint", "string", flags.checkpoint], ["--cwd", "string", flags.cwd], ["--env", "repeat", flags.env], ["--grace", "duration", flags.grace], ["--isolate", "string", flags.isolate], ["--keep-mount", "bool", flags.keepMount], ["--linger", "duration", flags.linger], ["--max-output", "int64", flags.maxOutput], ["--readonly", "bool", flags.readonly], ["--shell", "string", flags.shell], ["--stdin", "bool", flags.stdin], ["--timeout", "duration", flags.timeout], ["--transport", "string", flags.transport]], { ...flags, scoped: true }) as Promise<S.ProxyExecResult>;
   }
 
   /** List the proxy runs kept under $AVFS_HOME/proxy/runs (of --vault, if given): `avfs proxy history [flags]`, printing docs/schema/proxy-history.json. */

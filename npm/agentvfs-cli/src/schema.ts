@@ -654,8 +654,29 @@ export interface ProxyExecResult {
     vault: VaultName;
     mountpoint: string | null;
     mount_reused: boolean;
-    /** the transport that served the mount ("fuse"); null when the run mounted nothing */
+    /** the transport that served the mount ("fuse" or "overlay"); null when the run mounted nothing */
     transport: string | null;
+    /** why the run's transport was chosen (--transport auto says why overlay was or was not taken); null when the run reused a live mount or mounted nothing */
+    transport_reason: string | null;
+    /** what an overlay run cost; null on other transports */
+    overlay: {
+      /** lower dirs stacked */
+      lowers: number;
+      /** a layer was materialized for this run (false: the layer cache had it) */
+      materialized: boolean;
+      materialize_ms: number;
+      materialized_files: number;
+      materialized_bytes: number;
+      /** turning the upper dir into the vault's layer, in one transaction */
+      ingest_ms: number;
+      /** files read back from the upper dir */
+      ingested_files: number;
+      ingested_bytes: number;
+      /** names removed by whiteouts and opaque dirs */
+      deleted: number;
+      /** the upper dir became the cached form of the run's layer: the next run materializes nothing */
+      reused: boolean;
+    } | null;
     cwd: VaultPath;
     command: string[];
     /** null when the command did not run; 127 for a missing program; 128+N when killed by signal N */

@@ -550,6 +550,7 @@ class Commands:
         shell: Optional[str] = None,
         stdin: bool = False,
         timeout: Optional[Duration] = None,
+        transport: Optional[str] = None,
         vault: Optional[str] = None,
         input: Optional[bytes] = None,
     ) -> m.ProxyExecResult:
@@ -558,7 +559,7 @@ class Commands:
             m.ProxyExecResult,
             ["proxy","exec"],
             [(list(argv), True)],
-            [Flag("--approval", "string", approval), Flag("--changes", "string", changes), Flag("--checkpoint", "string", checkpoint), Flag("--cwd", "string", cwd), Flag("--env", "repeat", env), Flag("--grace", "duration", grace), Flag("--isolate", "string", isolate), Flag("--keep-mount", "bool", keep_mount), Flag("--linger", "duration", linger), Flag("--max-output", "int64", max_output), Flag("--readonly", "bool", readonly), Flag("--shell", "string", shell), Flag("--stdin", "bool", stdin), Flag("--timeout", "duration", timeout)],
+            [Flag("--approval", "string", approval), Flag("--changes", "string", changes), Flag("--checkpoint", "string", checkpoint), Flag("--cwd", "string", cwd), Flag("--env", "repeat", env), Flag("--grace", "duration", grace), Flag("--isolate", "string", isolate), Flag("--keep-mount", "bool", keep_mount), Flag("--linger", "duration", linger), Flag("--max-output", "int64", max_output), Flag("--readonly", "bool", readonly), Flag("--shell", "string", shell), Flag("--stdin", "bool", stdin), Flag("--timeout", "duration", timeout), Flag("--transport", "string", transport)],
             scoped=True,
             vault=vault,
             input=input,

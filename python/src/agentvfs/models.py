@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 from ._document import CatContent, Document, EnvelopeAccess, StreamOutput, attr_name, json_key
 
-__all__ = ["Document", "StreamOutput", "attr_name", "json_key", "SCHEMAS", "RUN_STATES", "RunState", "ERROR_KINDS", "ErrorKind", "ApplyNote", "ApplyResult", "ApplyEntry", "CatResult", "CheckpointDeleted", "CheckpointList", "CheckpointPruneResult", "CheckpointPruneResultKept", "Restored", "SavedCheckpoint", "ChmodResult", "Usage", "Quota", "Checkpoint", "Entry", "TreeNode", "Isolation", "CompactResult", "CompletionResult", "ContentDiff", "ContentDiffEntry", "ContentDiffSummary", "CpResult", "Diff", "DiffEntry", "DiffSummary", "FsckResult", "GcResult", "HelpResult", "LnResult", "Listing", "McpResult", "MkdirResult", "Mount", "MountRecord", "Mounts", "MvResult", "PolicyCheck", "PolicyRequest", "Decision", "CommandDecision", "PolicyShowResult", "PolicyShowResultCategories", "PolicyShowResultRules", "PolicyShowResultVaultRules", "PolicyShowResultSandbox", "ApprovalResult", "Approval", "ProxyExecResult", "ProxyRequest", "ProxyResult", "StageTimes", "RunCheckpoint", "Change", "ChangeSummary", "RunError", "ProxyHistory", "HistoryRun", "RedoResult", "UndoResult", "QuotaResult", "RmResult", "Stat", "TransferResult", "TransferResultSkipped", "TransferResultOrigin", "TreeResult", "Unmounted", "VaultDeleted", "Fork", "Vault", "Origin", "VaultSpace", "VaultSettings", "VaultList", "VaultSummary", "VaultMerge", "MergeApplied", "MergeConflict", "VersionInfo", "WriteResult"]
+__all__ = ["Document", "StreamOutput", "attr_name", "json_key", "SCHEMAS", "RUN_STATES", "RunState", "ERROR_KINDS", "ErrorKind", "ApplyNote", "ApplyResult", "ApplyEntry", "CatResult", "CheckpointDeleted", "CheckpointList", "CheckpointPruneResult", "CheckpointPruneResultKept", "Restored", "SavedCheckpoint", "ChmodResult", "Usage", "Quota", "Checkpoint", "Entry", "TreeNode", "Isolation", "CompactResult", "CompletionResult", "ContentDiff", "ContentDiffEntry", "ContentDiffSummary", "CpResult", "Diff", "DiffEntry", "DiffSummary", "FsckResult", "GcResult", "HelpResult", "LnResult", "Listing", "McpResult", "MkdirResult", "Mount", "MountRecord", "Mounts", "MvResult", "PolicyCheck", "PolicyRequest", "Decision", "CommandDecision", "PolicyShowResult", "PolicyShowResultCategories", "PolicyShowResultRules", "PolicyShowResultVaultRules", "PolicyShowResultSandbox", "ApprovalResult", "Approval", "ProxyExecResult", "ProxyRequest", "ProxyResult", "ProxyResultOverlay", "StageTimes", "RunCheckpoint", "Change", "ChangeSummary", "RunError", "ProxyHistory", "HistoryRun", "RedoResult", "UndoResult", "QuotaResult", "RmResult", "Stat", "TransferResult", "TransferResultSkipped", "TransferResultOrigin", "TreeResult", "Unmounted", "VaultDeleted", "Fork", "Vault", "Origin", "VaultSpace", "VaultSettings", "VaultList", "VaultSummary", "VaultMerge", "MergeApplied", "MergeConflict", "VersionInfo", "WriteResult"]
 
 
 @dataclass(frozen=True)
@@ -728,8 +728,12 @@ class ProxyResult(Document):
     vault: str
     mountpoint: Optional[str]
     mount_reused: bool
-    #: the transport that served the mount ("fuse"); null when the run mounted nothing
+    #: the transport that served the mount ("fuse" or "overlay"); null when the run mounted nothing
     transport: Optional[str]
+    #: why the run's transport was chosen (--transport auto says why overlay was or was not taken); null when the run reused a live mount or mounted nothing
+    transport_reason: Optional[str]
+    #: what an overlay run cost; null on other transports
+    overlay: Optional[ProxyResultOverlay]
     cwd: str
     command: List[str]
     #: null when the command did not run; 127 for a missing program; 128+N when killed by signal N
@@ -763,6 +767,31 @@ class ProxyResult(Document):
     approval: Optional[Approval]
     error: Optional[RunError]
     undone_by: Optional[str]
+
+
+@dataclass(frozen=True)
+class ProxyResultOverlay(Document):
+    """what an overlay run cost; null on other transports
+
+    Schema: docs/schema/proxy-exec.json#/properties/result/properties/overlay
+    """
+
+    #: lower dirs stacked
+    lowers: int
+    #: a layer was materialized for this run (false: the layer cache had it)
+    materialized: bool
+    materialize_ms: float
+    materialized_files: int
+    materialized_bytes: int
+    #: turning the upper dir into the vault's layer, in one transaction
+    ingest_ms: float
+    #: files read back from the upper dir
+    ingested_files: int
+    ingested_bytes: int
+    #: names removed by whiteouts and opaque dirs
+    deleted: int
+    #: the upper dir became the cached form of the run's layer: the next run materializes nothing
+    reused: bool
 
 
 @dataclass(frozen=True)
@@ -1207,7 +1236,7 @@ Decision.nested = {"commands": CommandDecision}
 PolicyShowResult.nested = {"categories": PolicyShowResultCategories, "rules": PolicyShowResultRules, "vault_rules": PolicyShowResultVaultRules, "sandbox": PolicyShowResultSandbox}
 ApprovalResult.nested = {"approval": Approval}
 ProxyExecResult.nested = {"request": ProxyRequest, "result": ProxyResult}
-ProxyResult.nested = {"stage_ms": StageTimes, "checkpoint": RunCheckpoint, "changes": Change, "summary": ChangeSummary, "decision": Decision, "isolation": Isolation, "approval": Approval, "error": RunError}
+ProxyResult.nested = {"overlay": ProxyResultOverlay, "stage_ms": StageTimes, "checkpoint": RunCheckpoint, "changes": Change, "summary": ChangeSummary, "decision": Decision, "isolation": Isolation, "approval": Approval, "error": RunError}
 ProxyHistory.nested = {"runs": HistoryRun}
 QuotaResult.nested = {"quota": Quota, "usage": Usage}
 TransferResult.nested = {"skipped": TransferResultSkipped, "origin": TransferResultOrigin}

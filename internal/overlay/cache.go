@@ -1,0 +1,397 @@
+//go:build linux
+
+package overlay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Cache holds materialized layers under one directory:
+//
+//	<vault id>.<layer>/meta.json   what the entry is (entryMeta)
+//	<vault id>.<layer>/tree/       the layer in overlayfs format
+//	.tmp-<random>/                 an entry being written, never read
+//	.run-<id>/upper, work, merged  a run's upper dir (Run)
+//
+// An entry is keyed by the vault file and layer that hold the state it
+// shows, so every fork standing on that layer finds it. It is written
+// under a temporary name and renamed into place when complete: a crash
+// leaves a .tmp- dir, removed by the next Prune, never a half entry. An
+// entry is a squashed base (the whole state at its layer) or a delta (a
+// run's ingested upper dir over its parent entry). Entries are never
+// written once in place; an entry in use holds a shared flock on its
+// meta.json, and Prune takes away, least recently used first, only
+// entries nobody holds.
+type Cache struct {
+	Root   string
+	Budget int64 // bytes; 0: unbounded
+	Format Format
+	// MaxDepth is how many deltas an entry may stand on before the next
+	// run squashes the state into a new base (0: 32).
+	MaxDepth int
+}
+
+// entryMeta is an entry's meta.json.
+type entryMeta struct {
+	Parent  string    `json:"parent,omitempty"` // key of the entry below a delta
+	Format  Format    `json:"format"`
+	Files   int       `json:"files"`
+	Bytes   int64     `json:"bytes"`
+	Created time.Time `json:"created"`
+}
+
+// Key names the entry of one layer of one vault file.
+func Key(vaultID string, layer uint64) string { return vaultID + "." + strconv.FormatUint(layer, 10) }
+
+func (c *Cache) path(key string) string { return filepath.Join(c.Root, key) }
+
+// Tree is the directory of entry key that a mount stacks.
+func (c *Cache) Tree(key string) string { return filepath.Join(c.path(key), "tree") }
+
+// Lease is a set of entries held for one mount: Prune leaves them alone
+// until Release.
+type Lease struct {
+	files []*os.File
+}
+
+// Release lets Prune take the entries again.
+func (l *Lease) Release() {
+	for _, f := range l.files {
+		f.Close()
+	}
+	l.files = nil
+}
+
+// Prepare returns the lower dirs that show the state of frozen layer
+// base of v's own file, materializing a squashed base when no entry shows
+// it. The layers that state reads through are walked newest first past
+// empty ones to the first that holds records: its entry, if there is one
+// with every entry below it, is the state.
+func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *Lease) (Prepared, error) {
+	start := time.Now()
+	var p Prepared
+	if err := os.MkdirAll(c.Root, 0o700); err != nil {
+		return p, hostErr("layer cache", c.Root, err)
+	}
+	layers, err := v.LayersAt(base)
+	if err != nil {
+		return p, err
+	}
+	key := ""
+	for _, l := range layers {
+		if !l.Empty {
+			key = Key(l.VaultID, l.Layer)
+			break
+		}
+	}
+	if key == "" { // nothing at all was ever written: the bottom layer shows it
+		l := layers[len(layers)-1]
+		key = Key(l.VaultID, l.Layer)
+	}
+	if lowers, ok := c.stack(key, lease); ok {
+		p.Lowers, p.Top, p.Ms = lowers, key, since(start)
+		return p, nil
+	}
+	// An entry that cannot be stacked (a delta too deep, or whose parent
+	// was pruned) gives way to a squashed base of the same state.
+	if err := c.Drop(key); err != nil {
+		return p, err
+	}
+	st, err := c.build(key, func(tree string) (MatStats, error) {
+		var st MatStats
+		err := v.ViewLayer(base, func(tx *vfs.Tx) (err error) {
+			st, err = Materialize(ctx, tx, tree)
+			return err
+		})
+		return st, err
+	})
+	if err != nil {
+		return p, err
+	}
+	lowers, ok := c.stack(key, lease)
+	if !ok {
+		return p, &errs.Error{Kind: errs.IoError, Op: "layer cache", Path: c.path(key), Err: errors.New("a layer just materialized is gone")}
+	}
+	p.Lowers, p.Top, p.Built, p.Stats, p.Ms = lowers, key, true, st, since(start)
+	return p, nil
+}
+
+// stack returns the trees of entry key and every entry below it, newest
+// first, each leased, or false when one is missing, of another format, or
+// the stack is deeper than MaxDepth.
+func (c *Cache) stack(key string, lease *Lease) ([]string, bool) {
+	var out []string
+	var held []*os.File
+	fail := func() ([]string, bool) {
+		for _, f := range held {
+			f.Close()
+		}
+		return nil, false
+	}
+	max := c.MaxDepth
+	if max <= 0 {
+		max = 32
+	}
+	for k := key; k != ""; {
+		if len(out) > max {
+			return fail()
+		}
+		f, m, err := c.open(k)
+		if err != nil || m.Format != c.Format {
+			if f != nil {
+				f.Close()
+			}
+			return fail()
+		}
+		held = append(held, f)
+		out = append(out, c.Tree(k))
+		k = m.Parent
+	}
+	now := time.Now()
+	for _, f := range held {
+		_ = os.Chtimes(f.Name(), now, now) // the LRU's clock
+	}
+	lease.files = append(lease.files, held...)
+	return out, true
+}
+
+// open takes a shared lock on entry key's meta.json and reads it.
+func (c *Cache) open(key string) (*os.File, entryMeta, error) {
+	var m entryMeta
+	f, err := os.Open(filepath.Join(c.path(key), "meta.json"))
+	if err != nil {
+		return nil, m, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+		f.Close()
+		return nil, m, err
+	}
+	b, err := os.ReadFile(f.Name())
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		f.Close()
+		return nil, m, err
+	}
+	return f, m, nil
+}
+
+// build writes entry key through fill into a temporary dir and renames it
+// into place. An entry already there (a concurrent build won) is kept.
+func (c *Cache) build(key string, fill func(tree string) (MatStats, error)) (MatStats, error) {
+	tmp, err := c.tmpDir()
+	if err != nil {
+		return MatStats{}, err
+	}
+	defer os.RemoveAll(tmp)
+	tree := filepath.Join(tmp, "tree")
+	if err := os.Mkdir(tree, 0o755); err != nil {
+		return MatStats{}, hostErr("layer cache", tree, err)
+	}
+	st, err := fill(tree)
+	if err != nil {
+		return st, err
+	}
+	if err := c.seal(tmp, entryMeta{Format: c.Format, Files: st.Files, Bytes: st.Bytes, Created: time.Now().UTC()}); err != nil {
+		return st, err
+	}
+	return st, c.place(tmp, key)
+}
+
+// Adopt makes a run's upper dir, once ingested and sealed into layer key,
+// the entry of that layer: a delta over parent. The upper is moved, not
+// copied (it must be on the cache's filesystem). A layer that holds more
+// than the ingest (something else wrote into it first) must not be
+// adopted: the caller checks vfs.Sealed.WasEmpty.
+func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
+	tmp, err := c.tmpDir()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Rename(upper, filepath.Join(tmp, "tree")); err != nil {
+		return hostErr("layer cache", upper, err)
+	}
+	if err := c.seal(tmp, entryMeta{Parent: parent, Format: c.Format, Files: st.Written + st.Dirs, Bytes: st.Bytes, Created: time.Now().UTC()}); err != nil {
+		return err
+	}
+	return c.place(tmp, key)
+}
+
+func (c *Cache) tmpDir() (string, error) {
+	if err := os.MkdirAll(c.Root, 0o700); err != nil {
+		return "", hostErr("layer cache", c.Root, err)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	tmp := filepath.Join(c.Root, ".tmp-"+hex.EncodeToString(b[:]))
+	return tmp, hostErr("layer cache", tmp, os.Mkdir(tmp, 0o700))
+}
+
+// seal writes meta.json and syncs the tree's top, so that a rename that
+// survives a crash names a whole entry.
+func (c *Cache) seal(tmp string, m entryMeta) error {
+	b, _ := json.Marshal(m)
+	f, err := os.OpenFile(filepath.Join(tmp, "meta.json"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return hostErr("layer cache", tmp, err)
+	}
+	if _, err = f.Write(b); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncFS(tmp) // the tree's files, written by many opens: one barrier
+	}
+	return hostErr("layer cache", tmp, err)
+}
+
+func (c *Cache) place(tmp, key string) error {
+	err := os.Rename(tmp, c.path(key))
+	if err != nil && (errors.Is(err, os.ErrExist) || errors.Is(err, unix.ENOTEMPTY)) {
+		return nil // another run built it first: theirs is as good
+	}
+	return hostErr("layer cache", c.path(key), err)
+}
+
+// Entry is one cache entry as Entries lists it.
+type Entry struct {
+	Key      string
+	Parent   string
+	Bytes    int64
+	LastUsed time.Time
+}
+
+// Entries lists the complete entries, least recently used first.
+func (c *Cache) Entries() ([]Entry, error) {
+	des, err := os.ReadDir(c.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, hostErr("layer cache", c.Root, err)
+	}
+	var out []Entry
+	for _, d := range des {
+		if strings.HasPrefix(d.Name(), ".") || !d.IsDir() {
+			continue
+		}
+		mp := filepath.Join(c.Root, d.Name(), "meta.json")
+		fi, err := os.Stat(mp)
+		if err != nil {
+			continue
+		}
+		var m entryMeta
+		if b, err := os.ReadFile(mp); err != nil || json.Unmarshal(b, &m) != nil {
+			continue
+		}
+		out = append(out, Entry{Key: d.Name(), Parent: m.Parent, Bytes: m.Bytes + int64(m.Files)*4096, LastUsed: fi.ModTime()})
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return a.LastUsed.Compare(b.LastUsed) })
+	return out, nil
+}
+
+// Prune removes what a crash left (temporary dirs, runs nobody holds) and
+// then entries, least recently used first, until the cache is within its
+// budget. Entries leased by a mount stay.
+func (c *Cache) Prune() (removed []string, err error) {
+	des, _ := os.ReadDir(c.Root)
+	for _, d := range des {
+		if strings.HasPrefix(d.Name(), ".tmp-") {
+			_ = os.RemoveAll(filepath.Join(c.Root, d.Name()))
+		}
+	}
+	ents, err := c.Entries()
+	if err != nil || c.Budget <= 0 {
+		return nil, err
+	}
+	var total int64
+	for _, e := range ents {
+		total += e.Bytes
+	}
+	for _, e := range ents {
+		if total <= c.Budget {
+			break
+		}
+		if c.Drop(e.Key) == nil {
+			removed = append(removed, e.Key)
+			total -= e.Bytes
+		}
+	}
+	return removed, nil
+}
+
+// Drop removes entry key unless a mount holds it (then VaultBusy). The
+// entry is renamed away first, so that nobody finds it half removed.
+func (c *Cache) Drop(key string) error {
+	f, err := os.Open(filepath.Join(c.path(key), "meta.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return hostErr("layer cache", c.path(key), err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return &errs.Error{Kind: errs.VaultLocked, Op: "layer cache", Path: c.path(key), Err: fmt.Errorf("the layer is in use by a mount")}
+	}
+	tmp, err := c.tmpDir()
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(c.path(key), filepath.Join(tmp, "gone")); err != nil {
+		return hostErr("layer cache", c.path(key), err)
+	}
+	return hostErr("layer cache", tmp, os.RemoveAll(tmp))
+}
+
+// DropVault removes every entry of a vault file that keep does not name:
+// its layers that compaction or deletion freed (keep nil: all of them).
+func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
+	ents, err := c.Entries()
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		id, layer, ok := strings.Cut(e.Key, ".")
+		if !ok || id != vaultID {
+			continue
+		}
+		n, err := strconv.ParseUint(layer, 10, 64)
+		if err == nil && keep != nil && keep(n) {
+			continue
+		}
+		if err := c.Drop(e.Key); err != nil && !errs.Is(err, errs.VaultLocked) {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncFS(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
+}

@@ -1,0 +1,393 @@
+//go:build linux
+
+package overlay
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Ingest turns the upper dir of an overlay mounted over the state tx
+// writes into changes of that state: a whiteout (a c 0 0 device, or an
+// empty file carrying overlay.whiteout) deletes its name, an opaque dir
+// replaces the directory below it, a file is written chunk by chunk so
+// that only chunks that changed are stored (the vault hashes the others
+// and keeps their records), attributes and xattrs are set from the upper
+// (overlay.* markers dropped), and names the upper holds as one hard
+// linked file become one vault inode. Quotas are charged as any write
+// charges them: over a limit the whole transaction fails with
+// QuotaExceeded and the caller's state is as it was. The caller runs it
+// in one write transaction (vault.UpdateSealed); it must not be applied
+// twice on a state that changed since, but is idempotent otherwise.
+func Ingest(tx *vfs.Tx, upper string, f Format) (IngestStats, error) {
+	in := &ingester{tx: tx, f: f, links: map[[2]uint64]vfs.Ino{}, buf: make([]byte, 16*vfs.ChunkSize)}
+	err := in.dir(upper, vfs.RootIno, 0)
+	return in.st, err
+}
+
+type ingester struct {
+	tx    *vfs.Tx
+	f     Format
+	links map[[2]uint64]vfs.Ino // host dev,ino → the vault inode its first name became
+	buf   []byte
+	st    IngestStats
+}
+
+func (in *ingester) dir(path string, ino vfs.Ino, depth int) error {
+	if depth > vfs.MaxDepth {
+		return &errs.Error{Kind: errs.InvalidInput, Op: "ingest", Path: path, Err: errors.New("upper dir too deep")}
+	}
+	in.st.Dirs++
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return hostErr("ingest", path, err)
+	}
+	// Deletions first, so that a name a whiteout frees is free for what
+	// the upper puts beside it.
+	slices.SortStableFunc(ents, func(a, b os.DirEntry) int {
+		wa, wb := a.Type()&os.ModeCharDevice != 0, b.Type()&os.ModeCharDevice != 0
+		switch {
+		case wa && !wb:
+			return -1
+		case wb && !wa:
+			return 1
+		}
+		return 0
+	})
+	for _, e := range ents {
+		if err := in.entry(filepath.Join(path, e.Name()), ino, e.Name(), depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return hostErr("ingest", p, err)
+	}
+	cur, err := in.tx.Lookup(dir, name)
+	exists := err == nil
+	if err != nil && !errs.Is(err, errs.NotFound) {
+		return err
+	}
+	typ := st.Mode & unix.S_IFMT
+	if in.isWhiteout(p, &st) {
+		if exists {
+			n, err := in.tx.RemoveAll(dir, name)
+			in.st.Deleted += n
+			return err
+		}
+		return nil
+	}
+	if typ == unix.S_IFDIR {
+		opaque := in.marker(p, "opaque") == "y"
+		switch {
+		case exists && cur.Type == vfs.TypeDir && opaque:
+			if err := in.empty(cur.Ino); err != nil {
+				return err
+			}
+		case exists && cur.Type != vfs.TypeDir:
+			if err := in.remove(dir, name, cur); err != nil {
+				return err
+			}
+			exists = false
+		}
+		if !exists {
+			if cur, err = in.tx.Mkdir(dir, name, st.Mode&0o7777, st.Uid, st.Gid); err != nil {
+				return err
+			}
+		}
+		if err := in.dir(p, cur.Ino, depth+1); err != nil {
+			return err
+		}
+		return in.meta(p, cur.Ino, &st)
+	}
+	key := [2]uint64{uint64(st.Dev), st.Ino}
+	if st.Nlink > 1 {
+		if first, ok := in.links[key]; ok {
+			if exists {
+				if cur.Ino == first {
+					return nil
+				}
+				if err := in.remove(dir, name, cur); err != nil {
+					return err
+				}
+			}
+			_, err := in.tx.Link(first, dir, name)
+			return err
+		}
+	}
+	// A vault inode with other names keeps their content: overlayfs
+	// broke the link at copy-up, so this name becomes a file of its own.
+	if exists && (vfsType(typ) != cur.Type || cur.Nlink > 1 || typ != unix.S_IFREG) {
+		if !(typ == unix.S_IFLNK && cur.Type == vfs.TypeSymlink && cur.Nlink == 1 && in.sameTarget(p, cur.Ino)) {
+			if err := in.remove(dir, name, cur); err != nil {
+				return err
+			}
+			exists = false
+		}
+	}
+	if !exists {
+		nn := vfs.NewNode{Type: vfsType(typ), Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid, Rdev: uint32(st.Rdev)}
+		if typ == unix.S_IFLNK {
+			if nn.Target, err = os.Readlink(p); err != nil {
+				return hostErr("ingest", p, err)
+			}
+		}
+		if cur, err = in.tx.Mknod(dir, name, nn); err != nil {
+			return err
+		}
+	}
+	if typ == unix.S_IFREG {
+		if err := in.content(p, cur.Ino, &st); err != nil {
+			return err
+		}
+	}
+	if st.Nlink > 1 {
+		in.links[key] = cur.Ino
+	}
+	return in.meta(p, cur.Ino, &st)
+}
+
+// remove takes away dir/name, a directory with everything below it.
+func (in *ingester) remove(dir vfs.Ino, name string, cur vfs.Attr) error {
+	n, err := in.tx.RemoveAll(dir, name)
+	in.st.Deleted += n
+	return err
+}
+
+// empty removes every entry of directory ino: an opaque dir hides all the
+// lower layers held there.
+func (in *ingester) empty(ino vfs.Ino) error {
+	ents, err := in.tx.ReadDir(ino)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		n, err := in.tx.RemoveAll(ino, e.Name)
+		in.st.Deleted += n
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// content makes file ino hold what the host file p holds, in steps of
+// whole chunks: WriteChunks stores a chunk only when its hash is not what
+// the file holds there already.
+func (in *ingester) content(p string, ino vfs.Ino, st *unix.Stat_t) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return hostErr("ingest", p, err)
+	}
+	defer f.Close()
+	size := uint64(st.Size)
+	cur, err := in.tx.GetAttr(ino)
+	if err != nil {
+		return err
+	}
+	if cur.Size > size {
+		if _, err := in.tx.SetAttr(ino, vfs.SetAttr{Size: &size}); err != nil {
+			return err
+		}
+	}
+	in.st.Written++
+	in.st.Bytes += st.Size
+	mtime := time.Unix(st.Mtim.Unix())
+	for off := uint64(0); off < size; {
+		n, err := io.ReadFull(f, in.buf)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return hostErr("ingest", p, err)
+		}
+		if n == 0 {
+			break
+		}
+		var chunks []vfs.Chunk
+		for i := 0; i < n; i += vfs.ChunkSize {
+			chunks = append(chunks, vfs.Chunk{Index: (off + uint64(i)) / vfs.ChunkSize, Data: in.buf[i:min(n, i+vfs.ChunkSize)]})
+		}
+		end := min(off+uint64(n), size)
+		if err := in.tx.WriteChunks(ino, end, mtime, time.Time{}, chunks); err != nil {
+			return err
+		}
+		off += uint64(n)
+	}
+	if cur.Size < size { // a file that grew by a hole
+		if _, err := in.tx.SetAttr(ino, vfs.SetAttr{Size: &size}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// meta sets mode, owner, times and xattrs of ino from the host's p.
+func (in *ingester) meta(p string, ino vfs.Ino, st *unix.Stat_t) error {
+	cur, err := in.tx.GetAttr(ino)
+	if err != nil {
+		return err
+	}
+	var s vfs.SetAttr
+	if mode := st.Mode & 0o7777; mode != cur.Mode && cur.Type != vfs.TypeSymlink {
+		s.Mode = &mode
+	}
+	if st.Uid != cur.Uid {
+		s.Uid = &st.Uid
+	}
+	if st.Gid != cur.Gid {
+		s.Gid = &st.Gid
+	}
+	at, mt := time.Unix(st.Atim.Unix()), time.Unix(st.Mtim.Unix())
+	if !at.Equal(cur.Atime) {
+		s.Atime = &at
+	}
+	if !mt.Equal(cur.Mtime) {
+		s.Mtime = &mt
+	}
+	if s != (vfs.SetAttr{}) {
+		if _, err := in.tx.SetAttr(ino, s); err != nil {
+			return err
+		}
+	}
+	return in.xattrs(p, ino)
+}
+
+// xattrs makes ino's xattrs those of p, without the overlay's markers.
+func (in *ingester) xattrs(p string, ino vfs.Ino) error {
+	host, err := listXattrs(p)
+	if err != nil {
+		return hostErr("ingest", p, err)
+	}
+	want := map[string][]byte{}
+	for _, n := range host {
+		if isOverlayXattr(n) {
+			continue
+		}
+		v, err := getXattr(p, n)
+		if err != nil {
+			return hostErr("ingest", p, err)
+		}
+		want[n] = v
+	}
+	have, err := in.tx.ListXattr(ino)
+	if err != nil {
+		return err
+	}
+	for _, n := range have {
+		if _, ok := want[n]; !ok {
+			if err := in.tx.RemoveXattr(ino, n); err != nil {
+				return err
+			}
+		}
+	}
+	for n, v := range want {
+		old, err := in.tx.GetXattr(ino, n)
+		if err == nil && bytes.Equal(old, v) {
+			continue
+		}
+		if err := in.tx.SetXattr(ino, n, v, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (in *ingester) isWhiteout(p string, st *unix.Stat_t) bool {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR:
+		return st.Rdev == 0
+	case unix.S_IFREG:
+		if st.Size != 0 {
+			return false
+		}
+		_, err := getXattr(p, in.f.prefix()+"whiteout")
+		return err == nil
+	}
+	return false
+}
+
+// marker is the value of the overlay marker xattr name on p, or "".
+func (in *ingester) marker(p, name string) string {
+	v, err := getXattr(p, in.f.prefix()+name)
+	if err != nil {
+		return ""
+	}
+	return string(v)
+}
+
+func (in *ingester) sameTarget(p string, ino vfs.Ino) bool {
+	a, err1 := os.Readlink(p)
+	b, err2 := in.tx.Readlink(ino)
+	return err1 == nil && err2 == nil && a == b
+}
+
+func vfsType(m uint32) vfs.FileType {
+	switch m {
+	case unix.S_IFDIR:
+		return vfs.TypeDir
+	case unix.S_IFREG:
+		return vfs.TypeFile
+	case unix.S_IFLNK:
+		return vfs.TypeSymlink
+	case unix.S_IFIFO:
+		return vfs.TypeFifo
+	case unix.S_IFSOCK:
+		return vfs.TypeSocket
+	case unix.S_IFCHR:
+		return vfs.TypeChar
+	case unix.S_IFBLK:
+		return vfs.TypeBlock
+	}
+	return 0
+}
+
+func listXattrs(p string) ([]string, error) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Llistxattr(p, buf)
+		if errors.Is(err, unix.ERANGE) {
+			buf = make([]byte, len(buf)*4)
+			continue
+		}
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, b := range bytes.Split(buf[:n], []byte{0}) {
+			if len(b) > 0 {
+				out = append(out, string(b))
+			}
+		}
+		return out, nil
+	}
+}
+
+func getXattr(p, name string) ([]byte, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Lgetxattr(p, name, buf)
+		if errors.Is(err, unix.ERANGE) {
+			buf = make([]byte, len(buf)*16)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
+}

@@ -1,0 +1,184 @@
+//go:build linux
+
+package overlay
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Materialize writes the whole state tx reads into dir (an empty
+// directory) as one squashed overlay layer: every file with its mode,
+// owner, times and xattrs, symlinks, devices and FIFOs as they are, and
+// the names of one hard-linked inode linked to one host file. A squashed
+// layer is the bottom of a stack, so it holds no whiteouts. The vault's
+// own overlay.* xattrs are not written: the kernel would take them for
+// its markers.
+func Materialize(ctx context.Context, tx *vfs.Tx, dir string) (MatStats, error) {
+	m := &materializer{ctx: ctx, tx: tx, links: map[vfs.Ino]string{}, buf: make([]byte, 1<<20)}
+	root, err := tx.GetAttr(vfs.RootIno)
+	if err != nil {
+		return m.st, err
+	}
+	if err := m.dir(&vfs.DirWalk{}, root, dir); err != nil {
+		return m.st, err
+	}
+	return m.st, nil
+}
+
+type materializer struct {
+	ctx   context.Context
+	tx    *vfs.Tx
+	links map[vfs.Ino]string // host path of the first name of each linked inode
+	buf   []byte
+	st    MatStats
+}
+
+func (m *materializer) dir(w *vfs.DirWalk, at vfs.Attr, path string) error {
+	if err := w.Enter(at.Ino); err != nil {
+		return err
+	}
+	if err := m.ctx.Err(); err != nil {
+		return errs.Stopped(m.ctx, "materialize")
+	}
+	ents, err := m.tx.ReadDir(at.Ino)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		cat, err := m.tx.GetAttr(e.Ino)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(path, e.Name)
+		if err := m.node(w, cat, p); err != nil {
+			return err
+		}
+	}
+	// A directory's times are set once its entries are in: writing them
+	// changed its mtime.
+	return m.meta(at, path)
+}
+
+func (m *materializer) node(w *vfs.DirWalk, at vfs.Attr, p string) error {
+	m.st.Files++
+	if at.Type != vfs.TypeDir && at.Nlink > 1 {
+		if first, ok := m.links[at.Ino]; ok {
+			return hostErr("materialize", p, os.Link(first, p))
+		}
+		m.links[at.Ino] = p
+	}
+	var err error
+	switch at.Type {
+	case vfs.TypeDir:
+		if err = os.Mkdir(p, 0o700); err == nil {
+			return m.dir(w, at, p)
+		}
+	case vfs.TypeFile:
+		err = m.file(at, p)
+	case vfs.TypeSymlink:
+		var target string
+		if target, err = m.tx.Readlink(at.Ino); err == nil {
+			err = os.Symlink(target, p)
+		}
+	case vfs.TypeFifo:
+		err = unix.Mkfifo(p, 0o600)
+	case vfs.TypeChar:
+		err = unix.Mknod(p, unix.S_IFCHR|0o600, int(at.Rdev))
+	case vfs.TypeBlock:
+		err = unix.Mknod(p, unix.S_IFBLK|0o600, int(at.Rdev))
+	case vfs.TypeSocket:
+		err = unix.Mknod(p, unix.S_IFSOCK|0o600, 0)
+	default:
+		err = fmt.Errorf("unknown file type %d", at.Type)
+	}
+	if err != nil {
+		return hostErr("materialize", p, err)
+	}
+	return m.meta(at, p)
+}
+
+func (m *materializer) file(at vfs.Attr, p string) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for off := int64(0); off < int64(at.Size); {
+		n, err := m.tx.Read(at.Ino, off, m.buf)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		if _, err := f.WriteAt(m.buf[:n], off); err != nil {
+			return err
+		}
+		off += int64(n)
+		m.st.Bytes += int64(n)
+	}
+	if err := f.Truncate(int64(at.Size)); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// meta sets what a name carries besides its content: xattrs, owner,
+// mode and times, in that order (a chown clears set-id bits; times last).
+func (m *materializer) meta(at vfs.Attr, p string) error {
+	names, err := m.tx.ListXattr(at.Ino)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if isOverlayXattr(n) {
+			continue
+		}
+		val, err := m.tx.GetXattr(at.Ino, n)
+		if err != nil {
+			return err
+		}
+		if err := unix.Lsetxattr(p, n, val, 0); err != nil {
+			return hostErr("materialize", p, fmt.Errorf("xattr %s: %w", n, err))
+		}
+	}
+	if err := os.Lchown(p, int(at.Uid), int(at.Gid)); err != nil {
+		return hostErr("materialize", p, err)
+	}
+	if at.Type != vfs.TypeSymlink {
+		if err := unix.Fchmodat(unix.AT_FDCWD, p, at.Mode&0o7777, 0); err != nil {
+			return hostErr("materialize", p, err)
+		}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(at.Atime.UnixNano()), unix.NsecToTimespec(at.Mtime.UnixNano())}
+	return hostErr("materialize", p, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW))
+}
+
+// isOverlayXattr reports an xattr the overlay reads as its own marker, in
+// either namespace: never materialized, never ingested.
+func isOverlayXattr(name string) bool {
+	return strings.HasPrefix(name, "trusted.overlay.") || strings.HasPrefix(name, "user.overlay.")
+}
+
+func hostErr(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*errs.Error); ok {
+		return err
+	}
+	return &errs.Error{Kind: errs.IoError, Op: op, Path: path, Err: err}
+}
+
+// since is a small helper for the reported costs.
+func since(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

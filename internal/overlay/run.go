@@ -1,0 +1,296 @@
+//go:build linux
+
+package overlay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// Run is one overlay mount over a checkpoint of a vault, with its own
+// upper dir, from Start to Finish. Its dir in the cache holds:
+//
+//	.run-<id>/pending.json   which vault, layer and lowers the upper belongs to
+//	.run-<id>/upper, work    the overlay's upper and work dirs
+//	.run-<id>/merged         the mountpoint
+//
+// A run whose process died leaves its dir: Recover finds it at the next
+// start and ingests it, or removes it when its ingest had committed.
+type Run struct {
+	Dir      string
+	Merged   string
+	Prepared Prepared
+	cache    *Cache
+	pending  pending
+	lease    Lease
+	mounted  bool
+}
+
+// pending is a run's pending.json.
+type pending struct {
+	VaultID string `json:"vault_id"`
+	// Top is the writable layer at the start: the ingest writes into it
+	// and seals it, so a top that moved on means the ingest committed.
+	Top    uint64 `json:"top"`
+	Base   uint64 `json:"base"`   // the frozen layer the run's state stands on
+	Parent string `json:"parent"` // key of the lowers' newest entry
+	Format Format `json:"format"`
+	Merged string `json:"merged"` // the mountpoint
+}
+
+const runPrefix = ".run-"
+
+// Start mounts the working state of v at target (a dir of the run's
+// own when ""): its frozen layers as lowers under a fresh upper dir. The
+// working state is first made an empty layer over a frozen one of v's own
+// file (Seal), which is what the run ingests over; a proxy run has just
+// saved its checkpoint, so nothing needs sealing.
+func (c *Cache) Start(ctx context.Context, v *vfs.Vault, id, target string) (*Run, error) {
+	return c.start(ctx, v, id, target, false)
+}
+
+// StartReadOnly is Start for a run that writes nothing: the mount refuses
+// writes with EROFS, and Discard ends it.
+func (c *Cache) StartReadOnly(ctx context.Context, v *vfs.Vault, id, target string) (*Run, error) {
+	return c.start(ctx, v, id, target, true)
+}
+
+func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro bool) (*Run, error) {
+	if ctx.Err() != nil {
+		return nil, errs.Stopped(ctx, "overlay run")
+	}
+	r := &Run{cache: c, Dir: filepath.Join(c.Root, runPrefix+id), Merged: target}
+	if target == "" {
+		r.Merged = filepath.Join(r.Dir, "merged")
+	}
+	top, base, err := standOnFrozen(v)
+	if err != nil {
+		return nil, err
+	}
+	prep, err := c.Prepare(ctx, v, base, &r.lease)
+	if err != nil {
+		return nil, err
+	}
+	r.Prepared = prep
+	r.pending = pending{VaultID: v.ID(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
+	dirs := []string{r.Dir, r.upper(), r.work()}
+	if target == "" {
+		dirs = append(dirs, r.Merged)
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			r.lease.Release()
+			return nil, hostErr("overlay run", d, err)
+		}
+	}
+	b, _ := json.Marshal(r.pending)
+	if err := os.WriteFile(filepath.Join(r.Dir, "pending.json"), b, 0o600); err != nil {
+		r.abandon()
+		return nil, hostErr("overlay run", r.Dir, err)
+	}
+	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro}, r.Merged); err != nil {
+		r.abandon()
+		return nil, err
+	}
+	r.mounted = true
+	return r, nil
+}
+
+// standOnFrozen makes v's working state an empty layer whose parent is a
+// frozen layer of v's own file, sealing what it must, and returns both.
+func standOnFrozen(v *vfs.Vault) (top, base uint64, err error) {
+	for range 3 {
+		layers, err := v.StateLayers("")
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(layers) >= 2 && layers[0].Empty && !layers[0].Frozen && layers[1].VaultID == v.ID() && layers[1].Frozen {
+			return layers[0].Layer, layers[1].Layer, nil
+		}
+		if err := v.Seal(); err != nil {
+			return 0, 0, err
+		}
+	}
+	return 0, 0, &errs.Error{Kind: errs.VaultLocked, Op: "overlay run", Vault: v.Name(),
+		Err: errors.New("another writer keeps writing the vault's working state")}
+}
+
+func (r *Run) upper() string { return filepath.Join(r.Dir, "upper") }
+func (r *Run) work() string  { return filepath.Join(r.Dir, "work") }
+
+func (r *Run) abandon() {
+	if r.mounted {
+		_ = Unmount(r.Merged)
+		r.mounted = false
+	}
+	r.lease.Release()
+	_ = os.RemoveAll(r.Dir)
+}
+
+// Discard unmounts the run and throws its upper dir away: a read-only
+// run, or a run whose command failed to start.
+func (r *Run) Discard() error {
+	var err error
+	if r.mounted {
+		err = Unmount(r.Merged)
+		r.mounted = false
+	}
+	r.lease.Release()
+	return errors.Join(err, hostErr("overlay run", r.Dir, os.RemoveAll(r.Dir)))
+}
+
+// Persist makes what the run wrote so far v's working state: the upper
+// ingested over the run's base, the mount going on. Finish ingests the
+// whole upper over the base again, replacing what Persist wrote.
+func (r *Run) Persist(v *vfs.Vault) error {
+	_, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
+		_, err := Ingest(tx, r.upper(), r.pending.Format)
+		return err
+	})
+	return err
+}
+
+// Finish unmounts the run and ingests its upper into v's top layer, then
+// seals that layer, in one transaction. On error (QuotaExceeded, say) the
+// vault is as it was before the run and the run dir is removed: the
+// run's writes are refused as a whole.
+func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
+	var fin Finished
+	var gone error
+	if r.mounted {
+		if !isMountpoint(r.Merged) {
+			// Something in the run unmounted it: what it wrote after went
+			// to the host dir beneath, not the upper.
+			gone = &errs.Error{Kind: errs.IoError, Op: "overlay run", Path: r.Merged,
+				Err: errors.New("the workspace was unmounted during the run: writes made after that are not in the vault")}
+		} else if err := Unmount(r.Merged); err != nil {
+			return fin, err
+		}
+		r.mounted = false
+	}
+	defer r.lease.Release()
+	start := time.Now()
+	fin, err := ingestRun(v, r.Dir, r.pending, r.cache)
+	fin.Ms = since(start)
+	return fin, errors.Join(err, gone)
+}
+
+// ingestRun ingests the upper of run dir and disposes of the dir: adopted
+// into the cache, or removed.
+func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) {
+	var fin Finished
+	upper := filepath.Join(dir, "upper")
+	sealed, err := v.UpdateOver(p.Base, true, func(tx *vfs.Tx) error {
+		var err error
+		fin.Stats, err = Ingest(tx, upper, p.Format)
+		return err
+	})
+	fin.Sealed = sealed
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return fin, err
+	}
+	// The upper is the layer's form only when the layer holds nothing
+	// else: no other writer wrote into it before the ingest, and it is
+	// the layer the run started over (no restore moved the top).
+	if sealed.WasEmpty && !sealed.Unchanged {
+		if err := c.Adopt(upper, Key(v.ID(), sealed.Layer), p.Parent, fin.Stats); err == nil {
+			fin.Adopted = true
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return fin, nil
+}
+
+// Recovered is what Recover found of one run a crash left.
+type Recovered struct {
+	Dir      string
+	Ingested bool // its upper was ingested now
+	Err      error
+}
+
+// Recover finds the runs of vault v that a crash left (their process is
+// gone: the caller holds the vault's run lock) and finishes each: one
+// whose ingest had committed (v's working state no longer stands on the
+// run's base) is
+// removed; one whose ingest had not is ingested now, whole or not at all.
+func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
+	des, err := os.ReadDir(c.Root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, hostErr("layer cache", c.Root, err)
+	}
+	var out []Recovered
+	for _, d := range des {
+		if !strings.HasPrefix(d.Name(), runPrefix) {
+			continue
+		}
+		dir := filepath.Join(c.Root, d.Name())
+		var p pending
+		b, err := os.ReadFile(filepath.Join(dir, "pending.json"))
+		if err != nil || json.Unmarshal(b, &p) != nil {
+			continue // being started, or not a run: a Prune of a later day takes it
+		}
+		if p.VaultID != v.ID() {
+			continue
+		}
+		if p.Merged != "" {
+			_ = Unmount(p.Merged)
+		}
+		rec := Recovered{Dir: dir}
+		layers, err := v.StateLayers("")
+		if err != nil {
+			return out, err
+		}
+		// Not committed while the working state still stands on the
+		// run's base: the final ingest seals and moves past it.
+		if len(layers) > 1 && !layers[0].Frozen && layers[1].VaultID == p.VaultID && layers[1].Layer == p.Base {
+			_, rec.Err = ingestRun(v, dir, p, c)
+			rec.Ingested = rec.Err == nil
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Pending lists the run dirs of vault id that wait for an ingest: what
+// fsck reports while no run has recovered them.
+func (c *Cache) Pending(vaultID string) []string {
+	des, _ := os.ReadDir(c.Root)
+	var out []string
+	for _, d := range des {
+		if !strings.HasPrefix(d.Name(), runPrefix) {
+			continue
+		}
+		var p pending
+		b, err := os.ReadFile(filepath.Join(c.Root, d.Name(), "pending.json"))
+		if err == nil && json.Unmarshal(b, &p) == nil && p.VaultID == vaultID {
+			out = append(out, filepath.Join(c.Root, d.Name()))
+		}
+	}
+	return out
+}
+
+// isMountpoint reports whether dir is the root of a mount: its device
+// differs from its parent's.
+func isMountpoint(dir string) bool {
+	var st, pst unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || unix.Lstat(filepath.Dir(dir), &pst) != nil {
+		return false
+	}
+	return st.Dev != pst.Dev
+}

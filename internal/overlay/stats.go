@@ -1,0 +1,37 @@
+package overlay
+
+import "github.com/agentvfs/agentvfs/internal/vfs"
+
+// The costs a run reports, on every platform (the envelope carries them);
+// the rest of the package is Linux's.
+
+// MatStats counts what Materialize wrote.
+type MatStats struct {
+	Files int   // names written, directories included
+	Bytes int64 // file data written
+}
+
+// IngestStats counts what an ingest did.
+type IngestStats struct {
+	Written int   // files whose content was read from the upper dir
+	Bytes   int64 // bytes of those files (hashed; only changed chunks are stored)
+	Deleted int   // names removed by whiteouts and opaque dirs
+	Dirs    int   // directories of the upper dir walked
+}
+
+// Prepared is the lower stack of a state, ready to mount.
+type Prepared struct {
+	Lowers []string // newest first
+	Top    string   // key of the newest entry
+	Built  bool     // a base was materialized for this state
+	Stats  MatStats
+	Ms     float64 // time spent finding or building the stack
+}
+
+// Finished is what Finish did.
+type Finished struct {
+	Stats   IngestStats
+	Sealed  vfs.Sealed
+	Adopted bool    // the upper became the cache entry of the sealed layer
+	Ms      float64 // the ingest's time
+}

@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"github.com/agentvfs/agentvfs/internal/overlay"
+	"github.com/agentvfs/agentvfs/internal/transport"
+)
+
+// TransportAuto lets the run choose its transport (chooseTransport).
+const TransportAuto = "auto"
+
+// Transport names the runs choose between.
+const (
+	transportFUSE    = "fuse"
+	transportOverlay = "overlay"
+)
+
+// availabler is a transport that can say, before anything is touched,
+// whether the kernel lets this process use it.
+type availabler interface{ Available() error }
+
+// choice is the transport a run starts, and why.
+type choice struct {
+	name   string
+	reason string
+}
+
+// chooseTransport picks the transport of a workspace the run starts.
+// auto takes overlay where this process can mount one and the run writes
+// (the ingest is what makes it the vault's), FUSE otherwise, and says
+// why: read-only runs read the live working state, and --keep-mount
+// keeps a live mount, which only FUSE serves; a host without overlayfs or
+// root has only FUSE. An overlay run never lingers: what stays warm for
+// the next run is its layer cache.
+func (rt *Runtime) chooseTransport(req Request) choice {
+	if req.Transport != "" && req.Transport != TransportAuto {
+		return choice{name: req.Transport, reason: "asked for with --transport"}
+	}
+	var ov transport.Transport
+	if rt.Transports != nil {
+		ov, _ = rt.Transports.Get(transportOverlay)
+	}
+	switch {
+	case ov == nil:
+		return choice{name: transportFUSE, reason: "overlay: no overlay transport in this runtime"}
+	case req.Readonly:
+		return choice{name: transportFUSE, reason: "overlay: read-only runs read the live working state through FUSE"}
+	case req.KeepMount:
+		return choice{name: transportFUSE, reason: "overlay: --keep-mount keeps a live mount, which only FUSE serves"}
+	}
+	if a, ok := ov.(availabler); ok {
+		if err := a.Available(); err != nil {
+			return choice{name: transportFUSE, reason: "overlay unavailable: " + err.Error()}
+		}
+	}
+	return choice{name: transportOverlay, reason: "overlayfs mounts here (root in the initial user namespace)"}
+}
+
+// overlayStats is what an overlay workspace reports of its start and
+// ingest (package overlaymount).
+type overlayStats interface {
+	Prepared() overlay.Prepared
+	Finished() *overlay.Finished
+}
+
+// overlayInfo fills the envelope's overlay record from ws, if it is an
+// overlay workspace.
+func overlayInfo(ws transport.Workspace) *OverlayInfo {
+	s, ok := ws.(overlayStats)
+	if !ok {
+		return nil
+	}
+	p := s.Prepared()
+	oi := &OverlayInfo{Lowers: len(p.Lowers), Materialized: p.Built, MaterializeMs: p.Ms,
+		MaterializedFiles: p.Stats.Files, MaterializedBytes: p.Stats.Bytes}
+	if f := s.Finished(); f != nil {
+		oi.IngestMs = f.Ms
+		oi.IngestedFiles = f.Stats.Written
+		oi.IngestedBytes = f.Stats.Bytes
+		oi.Deleted = f.Stats.Deleted
+		oi.Reused = f.Adopted
+	}
+	return oi
+}
+
+// OverlayInfo is what an overlay run cost: finding or materializing its
+// lower layers, and ingesting its upper dir.
+type OverlayInfo struct {
+	Lowers            int     `json:"lowers"`       // lower dirs stacked
+	Materialized      bool    `json:"materialized"` // a layer was written for this run
+	MaterializeMs     float64 `json:"materialize_ms"`
+	MaterializedFiles int     `json:"materialized_files"`
+	MaterializedBytes int64   `json:"materialized_bytes"`
+	IngestMs          float64 `json:"ingest_ms"`
+	IngestedFiles     int     `json:"ingested_files"` // files read back from the upper dir
+	IngestedBytes     int64   `json:"ingested_bytes"`
+	Deleted           int     `json:"deleted"` // names whiteouts and opaque dirs removed
+	// Reused: the upper dir became the cached form of the run's layer,
+	// so the next run on it materializes nothing.
+	Reused bool `json:"reused"`
+}
