@@ -27,6 +27,7 @@ type ExecArgs struct {
 	MaxOutput  int64    `json:"max_output,omitempty" jsonschema:"bytes of stdout and of stderr kept in the envelope (default 1 MiB)"`
 	Approval   string   `json:"approval,omitempty" jsonschema:"run the request a person approved under this id (avfs proxy approve ID)"`
 	Isolate    string   `json:"isolate,omitempty" jsonschema:"kernel isolation of the command: auto (default), on or off"`
+	Transport  string   `json:"transport,omitempty" jsonschema:"the run's workspace: auto (default: overlay where the kernel allows it, else fuse), fuse or overlay"`
 	Changes    string   `json:"changes,omitempty" jsonschema:"how much of the change list the result carries: full (default; up to 10000 changes, then changes_truncated), summary (result.summary only: counts and bytes) or none (no diff is taken)"`
 }
 
@@ -41,7 +42,7 @@ func execTool(s *server, ctx context.Context, req *mcp.CallToolRequest, in ExecA
 	}
 	r := proxy.Request{Vault: vault, Argv: in.Argv, Shell: in.Shell, Cwd: in.Cwd, Env: in.Env,
 		Readonly: in.ReadOnly, Checkpoint: in.Checkpoint, MaxOutput: in.MaxOutput, Approval: in.Approval, Isolate: in.Isolate,
-		Changes: in.Changes, Timeout: proxy.DefaultTimeout, Grace: proxy.DefaultGrace, Linger: s.cfg.Linger}
+		Changes: in.Changes, Transport: in.Transport, Timeout: proxy.DefaultTimeout, Grace: proxy.DefaultGrace, Linger: s.cfg.Linger}
 	if len(in.Argv) > 0 && in.Shell != "" {
 		return nil, errs.New(errs.InvalidInput, "proxy exec", "give argv or shell, not both")
 	}
