@@ -3,6 +3,7 @@ package vfs_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentvfs/agentvfs/internal/kv/postgres"
 	"github.com/agentvfs/agentvfs/internal/kv/postgres/pgtest"
@@ -27,6 +30,12 @@ import (
 // operation before it starts ("? w 7 7") and reports it after its call
 // returned ("w 7 7"); only the last announced operation can be in doubt,
 // and the vault must then be in the state either before or after it.
+//
+// On PostgreSQL the kill does not decide that operation: the server
+// carries out a COMMIT the child sent before it died, perhaps well after
+// the kill. The parent checks the vault only once the child's sessions
+// have ended (pgtest.WaitGone). The slow-commit case makes every COMMIT
+// last 30 ms on the server, so that most kills land inside one.
 
 const (
 	crashEnvHome = "AVFS_TEST_CRASH_HOME"
@@ -64,11 +73,11 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		rounds = 4
 	}
-	for _, engine := range []string{"sqlite", "bolt", "postgres"} {
+	for _, engine := range []string{"sqlite", "bolt", "postgres", "postgres-slow-commit"} {
 		t.Run(engine, func(t *testing.T) {
 			dir, dsn := t.TempDir(), ""
 			var v *vfs.Vault
-			if engine == "postgres" {
+			if strings.HasPrefix(engine, "postgres") {
 				dsn = pgtest.DSN(t)
 				eng, err := postgres.Create(dsn, nil)
 				if err != nil {
@@ -76,6 +85,9 @@ func TestCrash(t *testing.T) {
 				}
 				if v, err = vfs.Create(eng, "v", vfs.Quota{}); err != nil {
 					t.Fatal(err)
+				}
+				if engine == "postgres-slow-commit" {
+					slowCommits(t, dsn, 30*time.Millisecond)
 				}
 			} else {
 				home, err := registry.Open(dir)
@@ -102,12 +114,43 @@ func TestCrash(t *testing.T) {
 	}
 }
 
+// slowCommits makes each write transaction on the store at dsn wait d on
+// the server at its COMMIT (a deferred trigger, once per transaction).
+func slowCommits(t *testing.T, dsn string, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION avfs_crash_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF current_setting('avfs_crash.slept', true) IS DISTINCT FROM 'y' THEN
+		PERFORM set_config('avfs_crash.slept', 'y', true);
+		PERFORM pg_sleep(%g);
+	END IF;
+	RETURN NULL;
+END$$;
+CREATE CONSTRAINT TRIGGER avfs_crash_slow AFTER INSERT OR UPDATE OR DELETE ON %s
+	DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION avfs_crash_slow()`, d.Seconds(), postgres.DefaultTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // runCrashChild runs one child on the home's vault, kills it delay after it
-// is ready, and returns the protocol lines it wrote.
+// is ready, and returns the protocol lines it wrote once nothing the child
+// started can still change the vault: on PostgreSQL, when its sessions
+// have ended on the server.
 func runCrashChild(t *testing.T, home, dsn string, seed int64, next int, delay time.Duration) []string {
 	t.Helper()
+	session, childDSN := fmt.Sprint("avfs-crash-", seed), ""
+	if dsn != "" {
+		childDSN = pgtest.Tag(dsn, session)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnvHome+"="+home, crashEnvDSN+"="+dsn,
+	cmd.Env = append(os.Environ(), crashEnvHome+"="+home, crashEnvDSN+"="+childDSN,
 		crashEnvSeed+"="+strconv.FormatInt(seed, 10), crashEnvNext+"="+strconv.Itoa(next))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -158,6 +201,11 @@ func runCrashChild(t *testing.T, home, dsn string, seed int64, next int, delay t
 	}
 	if cmd.ProcessState.Exited() {
 		t.Fatalf("child exited by itself (%v); stderr:\n%s", cmd.ProcessState, stderr.String())
+	}
+	if dsn != "" {
+		if err := pgtest.WaitGone(dsn, session, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return lines
 }

@@ -293,3 +293,42 @@ func (s *Server) QueryInt(db, sql string) (int, error) {
 	var n int
 	return n, c.QueryRow(ctx, sql).Scan(&n)
 }
+
+// Tag returns dsn with its sessions named name (application_name), so
+// WaitGone can find them on the server.
+func Tag(dsn, name string) string {
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "application_name=" + url.QueryEscape(name)
+}
+
+// WaitGone waits until the server holds no session named name (Tag),
+// polling through a connection of its own to dsn. A killed client's
+// transaction is decided by its server, not by its death: a COMMIT it
+// sent goes on running, and its result becomes visible only when it
+// ends, perhaps well after the kill. Once the client's sessions are gone,
+// everything it sent has been carried out or rolled back.
+func WaitGone(dsn, name string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("pgtest: connect: %w", err)
+	}
+	defer c.Close(context.Background())
+	for {
+		var n int
+		err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", name).Scan(&n)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return fmt.Errorf("pgtest: sessions named %q still running after %v", name, timeout)
+		case err != nil:
+			return fmt.Errorf("pgtest: pg_stat_activity: %w", err)
+		case n == 0:
+			return nil
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
