@@ -43,7 +43,7 @@ func (a *app) proxyStore() (*registry.Home, *proxy.Store, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := proxy.NewStore(h.Dir)
+	store, err := proxy.OpenStore(h)
 	return h, store, err
 }
 
@@ -53,7 +53,7 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	store, err := proxy.NewStore(h.Dir)
+	store, err := proxy.OpenStore(h)
 	if err != nil {
 		return nil, err
 	}

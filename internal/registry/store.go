@@ -243,3 +243,35 @@ func (s *store) names() ([]string, error) {
 	}
 	return out, nil
 }
+
+// StoreTable opens the kv table name of the home's store, creating it
+// when create is set, for what the homes of a store share beside their
+// vaults (the proxy's runs and approvals). A home without a store has
+// none: nil and no error. A table not there yet without create is nil
+// and no error too. The caller closes the engine.
+func (h *Home) StoreTable(name string, create bool) (kv.Engine, error) {
+	s, ok := h.place.(*store)
+	if !ok {
+		return nil, nil
+	}
+	eng, err := engines.OpenAt(s.addr, name)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		eng, err = engines.CreateAt(s.addr, name)
+		if errors.Is(err, fs.ErrExist) { // another home made it meanwhile
+			eng, err = engines.OpenAt(s.addr, name)
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.err("store", "", err)
+	}
+	return eng, nil
+}
+
+// Shared reports whether the home's vaults are in a store many homes share.
+func (h *Home) Shared() bool {
+	_, ok := h.place.(*store)
+	return ok
+}
