@@ -221,6 +221,11 @@ func (s *Store) Get(id string) (*Envelope, error) {
 	if err != nil {
 		return nil, storeErr(err)
 	}
+	return s.decode(id, b)
+}
+
+// decode reads run id's record b.
+func (s *Store) decode(id string, b []byte) (*Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, &errs.Error{Kind: errs.CorruptVault, Op: "proxy", Path: s.r.where(id), Err: err}
@@ -244,19 +249,21 @@ func (s *Store) locked(fn func(*Store) error) error {
 
 // List returns the runs, oldest first; vault filters when not empty.
 func (s *Store) List(vault string) ([]*Envelope, error) {
-	ids, err := s.r.ids()
-	if err != nil {
-		return nil, storeErr(err)
-	}
 	out := []*Envelope{}
-	for _, id := range ids {
-		e, err := s.Get(id)
+	err := s.r.each(func(id string, b []byte) {
+		if checkID(id) != nil {
+			return
+		}
+		e, err := s.decode(id, b)
 		if err != nil {
-			continue // a torn or foreign file is skipped, not fatal to the listing
+			return // a torn or foreign record is skipped, not fatal to the listing
 		}
 		if vault == "" || e.Request.Vault == vault {
 			out = append(out, e)
 		}
+	})
+	if err != nil {
+		return nil, storeErr(err)
 	}
 	return out, nil
 }

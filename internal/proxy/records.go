@@ -25,8 +25,9 @@ type records interface {
 	read(id string) ([]byte, error)
 	// write stores run id's record, whole and durably.
 	write(id string, b []byte) error
-	// ids lists the runs, sorted (oldest first).
-	ids() ([]string, error)
+	// each calls fn with every run's id and record, in the order of the
+	// ids (oldest first); a record that cannot be read is skipped.
+	each(fn func(id string, b []byte)) error
 	// locked runs fn holding a lock every process on every host naming
 	// the same records takes; fn works on the records it is given.
 	locked(fn func(records) error) error
@@ -71,17 +72,18 @@ func (f *fileRecords) write(id string, b []byte) error {
 	return nil
 }
 
-func (f *fileRecords) ids() ([]string, error) {
+func (f *fileRecords) each(fn func(id string, b []byte)) error {
 	paths, err := filepath.Glob(filepath.Join(f.dir, "*.json"))
 	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
+		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
 	}
-	out := make([]string, 0, len(paths))
+	slices.Sort(paths)
 	for _, p := range paths {
-		out = append(out, strings.TrimSuffix(filepath.Base(p), ".json"))
+		if b, err := os.ReadFile(p); err == nil {
+			fn(strings.TrimSuffix(filepath.Base(p), ".json"), b)
+		}
 	}
-	slices.Sort(out)
-	return out, nil
+	return nil
 }
 
 func (f *fileRecords) locked(fn func(records) error) error {
@@ -188,15 +190,14 @@ func (s *storeRecords) write(id string, b []byte) error {
 	return s.update(func(tx kv.Tx) error { return tx.Put(recordKey(recRun, id), b) })
 }
 
-func (s *storeRecords) ids() ([]string, error) {
-	var out []string
-	err := s.view(func(tx kv.Tx) error {
-		return kv.ScanKeys(tx, []byte{recRun}, []byte{recRun + 1}, func(k []byte) (bool, error) {
-			out = append(out, string(k[1:]))
+// each reads every run in one transaction.
+func (s *storeRecords) each(fn func(id string, b []byte)) error {
+	return s.view(func(tx kv.Tx) error {
+		return tx.Scan([]byte{recRun}, []byte{recRun + 1}, func(k, v []byte) (bool, error) {
+			fn(string(k[1:]), v)
 			return true, nil
 		})
 	})
-	return out, err
 }
 
 func (s *storeRecords) locked(fn func(records) error) error {
