@@ -194,7 +194,7 @@ func (h *Home) Redo(ctx context.Context, vault, id string) (*RedoResult, error) 
 // current vault, when vault is empty) and its runtime.
 func (h *Home) runRuntime(vault, id string) (string, *proxy.Runtime, error) {
 	if vault == "" && id != "" {
-		store, err := proxy.NewStore(h.reg.Dir)
+		store, err := proxy.OpenStore(h.reg)
 		if err != nil {
 			return "", nil, err
 		}
@@ -221,7 +221,7 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := proxy.NewStore(h.reg.Dir)
+	store, err := proxy.OpenStore(h.reg)
 	if err != nil {
 		return nil, err
 	}

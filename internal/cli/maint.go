@@ -101,7 +101,9 @@ transaction. Commands that write, and mounts, run it on their own once
 enough room went into use since the last run; avfs gc runs it now.
 
 The vaults of a store share one chunk space: there gc frees the data that
-no vault of the store maps, and frees nothing if one cannot be read.`,
+no vault of the store maps, and frees nothing if one cannot be read. It
+first drops the vault tables no name has pointed to for an hour (left by
+a vault create or delete that was killed midway).`,
 		Args: exactArgs(0),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.withVault(func(h *registry.Home, v *vfs.Vault) (any, error) {

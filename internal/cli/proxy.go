@@ -45,7 +45,7 @@ func (a *app) proxyStore() (*registry.Home, *proxy.Store, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := proxy.NewStore(h.Dir)
+	store, err := proxy.OpenStore(h)
 	return h, store, err
 }
 
@@ -55,7 +55,7 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	store, err := proxy.NewStore(h.Dir)
+	store, err := proxy.OpenStore(h)
 	if err != nil {
 		return nil, err
 	}
@@ -419,8 +419,9 @@ func (a *app) proxyDecideCmd(verb string, approve bool) *cobra.Command {
 ApprovalFromRun when called from inside a proxy run ($AVFS_PROXY_RUN set, or
 an ancestor process running a proxy command). An approval is bound to its
 request (id, vault, cwd, command, expiry) by an HMAC under
-$AVFS_HOME/keys/approval.key (created 0600 on first use); a record edited or
-written on disk never counts as one (ApprovalForged).`,
+$AVFS_HOME/keys/approval.key (created 0600 on first use), or in a home on a
+store under the store's key (its table avfs_proxy, shared by every host); a
+record edited or written on disk never counts as one (ApprovalForged).`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			h, store, err := a.proxyStore()

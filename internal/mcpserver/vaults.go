@@ -256,7 +256,7 @@ func redo(s *server, ctx context.Context, _ *mcp.CallToolRequest, in RedoArgs) (
 // it), else vault or the server's default.
 func (s *server) runVault(op, vault, run string) (string, *proxy.Runtime, error) {
 	if run != "" {
-		store, err := proxy.NewStore(s.cfg.Home.Dir)
+		store, err := proxy.OpenStore(s.cfg.Home)
 		if err != nil {
 			return "", nil, err
 		}

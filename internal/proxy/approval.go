@@ -154,14 +154,14 @@ func approvalMAC(key []byte, e *Envelope) string {
 }
 
 // checkMAC reports an approved record whose MAC does not match.
-func (rt *Runtime) checkMAC(a *Envelope) error {
+func checkMAC(st *Store, a *Envelope) error {
 	forged := &errs.Error{Kind: ApprovalForged, Op: "proxy", Err: fmt.Errorf("approval %s was not made by `avfs proxy approve`: its record was created or edited", a.ID),
 		Hint: "ask for the command again and have a person approve it"}
 	ap := a.Result.Approval
 	if ap.MAC == nil {
 		return forged
 	}
-	key, err := approvalKey(rt.Home.Dir, false)
+	key, err := st.r.key(false)
 	if err != nil {
 		if errs.Is(err, ApprovalForged) {
 			return forged

@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/agentvfs/agentvfs/internal/atomicfile"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
@@ -177,19 +175,21 @@ func newID(now time.Time) string {
 // CheckpointName is the name of a run's pre-run checkpoint.
 func CheckpointName(id string) string { return "proxy-" + id }
 
-// Store keeps the runs of one avfs home.
-type Store struct{ Dir string }
+// Store keeps the runs of one avfs home, or of every home naming one
+// store (OpenStore).
+type Store struct {
+	Dir string // the runs' directory of a home without a store; "" otherwise
+	r   records
+}
 
-// NewStore opens the run store under home.
+// NewStore opens the run store under home, in files.
 func NewStore(home string) (*Store, error) {
 	dir := filepath.Join(home, "proxy", "runs")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Path: dir, Err: err}
 	}
-	return &Store{Dir: dir}, nil
+	return &Store{Dir: dir, r: &fileRecords{home: home, dir: dir}}, nil
 }
-
-func (s *Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
 
 // checkID refuses ids that are not run ids (they name files).
 func checkID(id string) error {
@@ -199,15 +199,16 @@ func checkID(id string) error {
 	return nil
 }
 
-// Put writes a run atomically and durably (atomicfile): a record that was
-// written survives a crash, whole.
+// Put writes a run atomically and durably (atomicfile, or one
+// transaction of the store): a record that was written survives a crash,
+// whole.
 func (s *Store) Put(e *Envelope) error {
 	b, err := json.MarshalIndent(e, "", "  ")
 	if err != nil {
 		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
 	}
-	if err := atomicfile.Write(s.path(e.ID), append(b, '\n'), 0o600); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
+	if err := s.r.write(e.ID, append(b, '\n')); err != nil {
+		return storeErr(err)
 	}
 	return nil
 }
@@ -217,20 +218,25 @@ func (s *Store) Get(id string) (*Envelope, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(s.path(id))
+	b, err := s.r.read(id)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, &errs.Error{Kind: errs.NotFound, Op: "proxy", Err: fmt.Errorf("no proxy run %q", id),
 			Hint: "`avfs proxy history` lists the runs"}
 	}
 	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
+		return nil, storeErr(err)
 	}
+	return s.decode(id, b)
+}
+
+// decode reads run id's record b.
+func (s *Store) decode(id string, b []byte) (*Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, &errs.Error{Kind: errs.CorruptVault, Op: "proxy", Path: s.path(id), Err: err}
+		return nil, &errs.Error{Kind: errs.CorruptVault, Op: "proxy", Path: s.r.where(id), Err: err}
 	}
 	if e.SchemaVersion != SchemaVersion {
-		return nil, &errs.Error{Kind: errs.UnsupportedFormat, Op: "proxy", Path: s.path(id),
+		return nil, &errs.Error{Kind: errs.UnsupportedFormat, Op: "proxy", Path: s.r.where(id),
 			Err: fmt.Errorf("run record of schema version %d; this avfs reads %d", e.SchemaVersion, SchemaVersion)}
 	}
 	if e.Request.Changes == "" { // recorded before --changes: the whole list, which the summary sums
@@ -239,22 +245,30 @@ func (s *Store) Get(id string) (*Envelope, error) {
 	return &e, nil
 }
 
+// locked runs fn holding the store's lock (approvals and undo marks are
+// read-modify-write); fn reads and writes through the Store it is given.
+// The lock holds across hosts when the runs are in a store.
+func (s *Store) locked(fn func(*Store) error) error {
+	return s.r.locked(func(r records) error { return fn(&Store{Dir: s.Dir, r: r}) })
+}
+
 // List returns the runs, oldest first; vault filters when not empty.
 func (s *Store) List(vault string) ([]*Envelope, error) {
-	paths, err := filepath.Glob(filepath.Join(s.Dir, "*.json"))
-	if err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
-	}
-	slices.Sort(paths)
 	out := []*Envelope{}
-	for _, p := range paths {
-		e, err := s.Get(strings.TrimSuffix(filepath.Base(p), ".json"))
+	err := s.r.each(func(id string, b []byte) {
+		if checkID(id) != nil {
+			return
+		}
+		e, err := s.decode(id, b)
 		if err != nil {
-			continue // a torn or foreign file is skipped, not fatal to the listing
+			return // a torn or foreign record is skipped, not fatal to the listing
 		}
 		if vault == "" || e.Request.Vault == vault {
 			out = append(out, e)
 		}
+	})
+	if err != nil {
+		return nil, storeErr(err)
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/cli"
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/fsynctest"
+	"github.com/agentvfs/agentvfs/internal/kv/postgres/pgtest"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 )
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv("AVFS_PROXY_TEST_AS_AVFS", "1") // for the children only
 	flag.Parse()
-	code := m.Run()
+	code := pgtest.Main(m) // stops the PostgreSQL server a store test started
 	removeBinary()
 	os.Exit(code)
 }

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
@@ -148,7 +146,7 @@ func (rt *Runtime) checkApproval(req *Request) (*Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := rt.approvalUsable(a); err != nil {
+	if err := rt.approvalUsable(rt.Store, a); err != nil {
 		return nil, err
 	}
 	want := a.Request
@@ -190,7 +188,7 @@ func (rt *Runtime) checkApproval(req *Request) (*Envelope, error) {
 }
 
 // approvalUsable says why a run's approval cannot be used now.
-func (rt *Runtime) approvalUsable(a *Envelope) error {
+func (rt *Runtime) approvalUsable(st *Store, a *Envelope) error {
 	ap := a.Result.Approval
 	if ap == nil || a.Result.State != StateAwaitingApproval {
 		return &errs.Error{Kind: errs.NotFound, Op: "proxy", Err: fmt.Errorf("run %s did not ask for approval", a.ID)}
@@ -210,10 +208,14 @@ func (rt *Runtime) approvalUsable(a *Envelope) error {
 	if ap.Status != "approved" {
 		return &errs.Error{Kind: ApprovalForged, Op: "proxy", Err: fmt.Errorf("approval %s has the unknown status %q", ap.ID, ap.Status)}
 	}
-	if err := rt.checkMAC(a); err != nil {
+	if err := checkMAC(st, a); err != nil {
 		return err
 	}
-	if by := usedBy(rt.Home.Dir, a.ID); by != "" {
+	by, err := st.r.usedBy(a.ID)
+	if err != nil {
+		return err
+	}
+	if by != "" {
 		return &errs.Error{Kind: ApprovalUsed, Op: "proxy", Err: fmt.Errorf("approval %s was already used by run %s (its record was edited back)", ap.ID, by)}
 	}
 	if rt.now().After(ap.ExpiresAt) {
@@ -233,22 +235,22 @@ func deref(s *string) string {
 // that two runs cannot both use it.
 func (rt *Runtime) useApproval(approvalID, id string) (*Approval, error) {
 	var out *Approval
-	err := rt.Store.locked(func() error {
-		a, err := rt.Store.Get(approvalID)
+	err := rt.Store.locked(func(st *Store) error {
+		a, err := st.Get(approvalID)
 		if err != nil {
 			return err
 		}
-		if err := rt.approvalUsable(a); err != nil {
+		if err := rt.approvalUsable(st, a); err != nil {
 			return err
 		}
 		// The ledger first: once it names the approval, no edit of the
 		// record makes it count again.
-		if err := markUsed(rt.Home.Dir, a.ID, id); err != nil {
+		if err := st.r.markUsed(a.ID, id); err != nil {
 			return err
 		}
 		a.Result.Approval.Status, a.Result.Approval.UsedBy = "used", &id
 		a.Result.Approval.MAC = nil
-		if err := rt.Store.Put(a); err != nil {
+		if err := st.Put(a); err != nil {
 			return err
 		}
 		c := *a.Result.Approval
@@ -268,19 +270,19 @@ func (rt *Runtime) Decide(id string, approve bool) (*Envelope, error) {
 	}
 	var key []byte
 	if approve {
-		k, err := approvalKey(rt.Home.Dir, true)
+		k, err := rt.Store.r.key(true)
 		if err != nil {
 			return nil, err
 		}
 		key = k
 	}
 	var out *Envelope
-	err := rt.Store.locked(func() error {
-		a, err := rt.Store.Get(id)
+	err := rt.Store.locked(func(st *Store) error {
+		a, err := st.Get(id)
 		if err != nil {
 			return err
 		}
-		if err := rt.approvalUsable(a); err != nil && !errs.Is(err, ApprovalRequired) {
+		if err := rt.approvalUsable(st, a); err != nil && !errs.Is(err, ApprovalRequired) {
 			return err
 		} else if err == nil {
 			return &errs.Error{Kind: errs.AlreadyExists, Op: "proxy", Err: fmt.Errorf("approval %s was already approved", id)}
@@ -294,24 +296,9 @@ func (rt *Runtime) Decide(id string, approve bool) (*Envelope, error) {
 			a.Result.Approval.MAC = &mac
 		}
 		out = a
-		return rt.Store.Put(a)
+		return st.Put(a)
 	})
 	return out, err
-}
-
-// locked runs fn holding the store's lock (approvals and undo marks are
-// read-modify-write).
-func (s *Store) locked(fn func() error) error {
-	f, err := os.OpenFile(filepath.Join(s.Dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "proxy", Err: err}
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // see lockVault
-	return fn()
 }
 
 // lockVault takes the vault's run lock (mountrec.LockRuns) for the length

@@ -48,8 +48,8 @@ func (rt *Runtime) Undo(ctx context.Context, vault, id string) (*UndoResult, err
 		return nil, err
 	}
 	var out *UndoResult
-	err = rt.Store.locked(func() error {
-		runs, err := rt.Store.List(vault)
+	err = rt.Store.locked(func(st *Store) error {
+		runs, err := st.List(vault)
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (rt *Runtime) Undo(ctx context.Context, vault, id string) (*UndoResult, err
 				continue
 			}
 			e.Result.UndoneBy = &by
-			if err := rt.Store.Put(e); err != nil {
+			if err := st.Put(e); err != nil {
 				return err
 			}
 			out.Undone = append(out.Undone, e.ID)
@@ -132,8 +132,8 @@ func (rt *Runtime) Redo(ctx context.Context, vault, id string) (*RedoResult, err
 		return nil, err
 	}
 	var out *RedoResult
-	err = rt.Store.locked(func() error {
-		runs, err := rt.Store.List(vault)
+	err = rt.Store.locked(func(st *Store) error {
+		runs, err := st.List(vault)
 		if err != nil {
 			return err
 		}
@@ -158,7 +158,7 @@ func (rt *Runtime) Redo(ctx context.Context, vault, id string) (*RedoResult, err
 		}
 		by := *target.Result.UndoneBy
 		target.Result.UndoneBy = nil
-		if err := rt.Store.Put(target); err != nil {
+		if err := st.Put(target); err != nil {
 			return err
 		}
 		out = &RedoResult{SchemaVersion: SchemaVersion, Kind: "proxy_redo_result", Vault: vault, Run: target.ID, Checkpoint: cp, UndoneBy: by}

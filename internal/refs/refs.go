@@ -145,7 +145,7 @@ func (r *Resolver) Resolve(s string) (State, error) {
 
 // run fills in the vault and checkpoint of a run REF from its record.
 func (r *Resolver) run(s string, ref Ref) (Ref, error) {
-	store, err := proxy.NewStore(r.home.Dir)
+	store, err := proxy.OpenStore(r.home)
 	if err != nil {
 		return ref, err
 	}

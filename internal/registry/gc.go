@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/vfs"
@@ -15,6 +16,9 @@ import (
 func (h *Home) GC(v *vfs.Vault) (vfs.GCStats, error) {
 	st, err := v.GC()
 	if err != nil || h.Store == "" {
+		return st, err
+	}
+	if _, err := h.SweepUnnamed(UnnamedAge); err != nil {
 		return st, err
 	}
 	names, err := h.place.names()
@@ -45,4 +49,20 @@ func (h *Home) GC(v *vfs.Vault) (vfs.GCStats, error) {
 	st.BytesFreed += shared.BytesFreed
 	st.LongestStep = max(st.LongestStep, shared.LongestStep)
 	return st, err
+}
+
+// SweepUnnamed drops the vault tables of the home's store that no name
+// has pointed to for age or longer (store.sweep), and says how many; a
+// home without a store has none. Home.GC sweeps those older than
+// UnnamedAge.
+func (h *Home) SweepUnnamed(age time.Duration) (int, error) {
+	s, ok := h.place.(*store)
+	if !ok {
+		return 0, nil
+	}
+	n, err := s.sweep(age)
+	if err != nil {
+		return n, s.err("gc", "", err)
+	}
+	return n, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
@@ -19,6 +20,11 @@ import (
 // in the store's catalog, a kv table of the same store:
 //
 //	"v" name    JSON storeEntry: the vault's table and id
+//	"p" table   JSON unnamedEntry: a table no name points to (yet, or any
+//	            more): written before create makes the table and taken out
+//	            in the transaction that names it; written in the one that
+//	            takes a deleted vault's name out and taken out once the
+//	            table is dropped. sweep drops the tables of old ones.
 //
 // A vault gets its name only once it is complete: create fills a table of
 // a fresh random name, then adds the name in one serializable transaction
@@ -44,6 +50,27 @@ type storeEntry struct {
 }
 
 func catalogKey(name string) []byte { return append([]byte{'v'}, name...) }
+
+// unnamedEntry marks a vault table that no name points to, since Since.
+type unnamedEntry struct {
+	Since time.Time `json:"since"`
+}
+
+func unnamedKey(table string) []byte { return append([]byte{'p'}, table...) }
+
+// markUnnamed records table in the catalog as one no name points to.
+func markUnnamed(tx kv.Tx, table string) error {
+	b, _ := json.Marshal(unnamedEntry{Since: time.Now().UTC()})
+	return tx.Put(unnamedKey(table), b)
+}
+
+// dropUnnamed drops table, then takes its mark out.
+func (s *store) dropUnnamed(cat kv.Engine, table string) error {
+	if err := engines.RemoveAt(s.addr, table); err != nil {
+		return err
+	}
+	return cat.Update(func(tx kv.Tx) error { return tx.Delete(unnamedKey(table)) })
+}
 
 // storeErr is err of the store, typed, naming the store without its password.
 func (s *store) err(op, name string, err error) error {
@@ -161,14 +188,20 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 	var id [12]byte
 	_, _ = rand.Read(id[:])
 	table := "v" + hex.EncodeToString(id[:])
+	// Marked before it exists: a creator killed before it names the
+	// table leaves a mark that sweep finds.
+	if err := cat.Update(func(tx kv.Tx) error { return markUnnamed(tx, table) }); err != nil {
+		return nil, s.err("vault create", name, err)
+	}
 	eng, err := engines.CreateAt(s.addr, table, chunks)
 	if err != nil {
+		_ = s.dropUnnamed(cat, table)
 		return nil, s.err("vault create", name, err)
 	}
 	v, err := fill(eng)
 	if err != nil {
 		eng.Close()
-		_ = engines.RemoveAt(s.addr, table)
+		_ = s.dropUnnamed(cat, table)
 		return nil, err
 	}
 	entry, _ := json.Marshal(storeEntry{Table: table, VaultID: v.ID()})
@@ -181,11 +214,14 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 		case !errors.Is(err, kv.ErrNotFound):
 			return err
 		}
+		if err := tx.Delete(unnamedKey(table)); err != nil {
+			return err
+		}
 		return tx.Put(catalogKey(name), entry)
 	})
 	if err != nil || taken {
 		v.Close()
-		_ = engines.RemoveAt(s.addr, table)
+		_ = s.dropUnnamed(cat, table)
 		if err != nil {
 			return nil, s.err("vault create", name, err)
 		}
@@ -212,12 +248,73 @@ func (s *store) remove(name string) error {
 			return err
 		}
 		_ = json.Unmarshal(b, &e)
+		if e.Table != "" {
+			if err := markUnnamed(tx, e.Table); err != nil {
+				return err
+			}
+		}
 		return tx.Delete(catalogKey(name))
 	})
 	if err != nil || e.Table == "" {
 		return err
 	}
-	return engines.RemoveAt(s.addr, e.Table)
+	return s.dropUnnamed(cat, e.Table)
+}
+
+// UnnamedAge is how long a vault table no name points to is left before
+// sweep drops it: longer than any creation takes, and than a reader that
+// opened a vault just deleted keeps reading it.
+const UnnamedAge = time.Hour
+
+// sweep drops the vault tables no name has pointed to for longer than
+// age: those of creators killed before they named them, and of deletes
+// killed before they dropped them. It returns how many it dropped.
+func (s *store) sweep(age time.Duration) (int, error) {
+	cat, err := s.catalog(false)
+	if err != nil || cat == nil {
+		return 0, err
+	}
+	defer cat.Close()
+	var old []string
+	now := time.Now()
+	err = cat.View(func(tx kv.Tx) error {
+		return tx.Scan([]byte{'p'}, []byte{'q'}, func(k, v []byte) (bool, error) {
+			var u unnamedEntry
+			if json.Unmarshal(v, &u) != nil || now.Sub(u.Since) >= age {
+				old = append(old, string(k[1:]))
+			}
+			return true, nil
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, table := range old {
+		named := false
+		err := cat.View(func(tx kv.Tx) error {
+			return tx.Scan([]byte{'v'}, []byte{'w'}, func(_, v []byte) (bool, error) {
+				var e storeEntry
+				named = json.Unmarshal(v, &e) == nil && e.Table == table
+				return !named, nil
+			})
+		})
+		if err != nil {
+			return n, err
+		}
+		if named { // a mark a crash left beside a name: the name wins
+			err = cat.Update(func(tx kv.Tx) error { return tx.Delete(unnamedKey(table)) })
+		} else {
+			err = s.dropUnnamed(cat, table)
+		}
+		if err != nil {
+			return n, err
+		}
+		if !named {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (s *store) names() ([]string, error) {
@@ -242,4 +339,36 @@ func (s *store) names() ([]string, error) {
 		return nil, s.err("vault list", "", err)
 	}
 	return out, nil
+}
+
+// StoreTable opens the kv table name of the home's store, creating it
+// when create is set, for what the homes of a store share beside their
+// vaults (the proxy's runs and approvals). A home without a store has
+// none: nil and no error. A table not there yet without create is nil
+// and no error too. The caller closes the engine.
+func (h *Home) StoreTable(name string, create bool) (kv.Engine, error) {
+	s, ok := h.place.(*store)
+	if !ok {
+		return nil, nil
+	}
+	eng, err := engines.OpenAt(s.addr, name)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		eng, err = engines.CreateAt(s.addr, name)
+		if errors.Is(err, fs.ErrExist) { // another home made it meanwhile
+			eng, err = engines.OpenAt(s.addr, name)
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.err("store", "", err)
+	}
+	return eng, nil
+}
+
+// Shared reports whether the home's vaults are in a store many homes share.
+func (h *Home) Shared() bool {
+	_, ok := h.place.(*store)
+	return ok
 }
