@@ -229,12 +229,21 @@ func (v *Vault) collect() (st GCStats, raced bool, err error) {
 	if gcAfterMark != nil {
 		gcAfterMark()
 	}
+	raced, err = v.sweep(&st, dead, metaKey(metaGC), token)
+	return st, raced, err
+}
+
+// sweep deletes dead chunks, sweepStep to a transaction, while the marker
+// at key still holds token (a writer that reuses a chunk deletes it: the
+// sweep then stops, raced, and the collection starts over later). The
+// last step deletes the marker. st counts what was freed.
+func (v *Vault) sweep(st *GCStats, dead []deadChunk, key, token []byte) (raced bool, err error) {
 	for {
 		n := min(len(dead), sweepStep)
 		step := dead[:n]
 		last := n == len(dead)
-		err := v.step(&st, func(kt kv.Tx) error {
-			ok, err := holds(kt, token)
+		err := v.step(st, func(kt kv.Tx) error {
+			ok, err := holdsAt(kt, key, token)
 			if err != nil {
 				return err
 			}
@@ -247,26 +256,25 @@ func (v *Vault) collect() (st GCStats, raced bool, err error) {
 				}
 			}
 			if last {
-				return kt.Delete(metaKey(metaGC))
+				return kt.Delete(key)
 			}
 			return nil
 		})
 		if errors.Is(err, errGCRaced) {
-			return st, true, nil
+			return true, nil
 		}
 		if err != nil {
-			return st, false, err
+			return false, err
 		}
 		for _, c := range step {
 			st.ChunksFreed++
 			st.BytesFreed += int64(c.size)
 		}
-		dead = dead[n:]
 		if last {
-			break
+			return false, nil
 		}
+		dead = dead[n:]
 	}
-	return st, false, nil
 }
 
 // requireFeature adds feature to the header's features, if it is not
@@ -288,9 +296,12 @@ func requireFeature(kt kv.Tx, feature string) error {
 	return kt.Put([]byte(headerKey), nb)
 }
 
-// holds reports whether the marker holds token.
-func holds(kt kv.Tx, token []byte) (bool, error) {
-	b, err := kt.Get(metaKey(metaGC))
+// holds reports whether the vault's marker holds token.
+func holds(kt kv.Tx, token []byte) (bool, error) { return holdsAt(kt, metaKey(metaGC), token) }
+
+// holdsAt reports whether the marker at key holds token.
+func holdsAt(kt kv.Tx, key, token []byte) (bool, error) {
+	b, err := kt.Get(key)
 	if errors.Is(err, kv.ErrNotFound) {
 		return false, nil
 	}

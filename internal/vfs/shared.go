@@ -146,49 +146,8 @@ func collectShared(vaults []*Vault) (st GCStats, raced bool, err error) {
 	if gcAfterMark != nil {
 		gcAfterMark()
 	}
-	for {
-		n := min(len(dead), sweepStep)
-		step := dead[:n]
-		last := n == len(dead)
-		err := v0.step(&st, func(kt kv.Tx) error {
-			ok, err := holdsShared(kt, token)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return errGCRaced
-			}
-			for _, c := range step {
-				if err := kt.Delete(c.key); err != nil {
-					return err
-				}
-			}
-			if last {
-				return kt.Delete(sharedGCKey)
-			}
-			return nil
-		})
-		if errors.Is(err, errGCRaced) {
-			return st, true, nil
-		}
-		if err != nil {
-			return st, false, storageErr("gc", v0.Name(), err)
-		}
-		for _, c := range step {
-			st.ChunksFreed++
-			st.BytesFreed += int64(c.size)
-		}
-		dead = dead[n:]
-		if last {
-			return st, false, nil
-		}
-	}
+	raced, err = v0.sweep(&st, dead, sharedGCKey, token)
+	return st, raced, storageErr("gc", v0.Name(), err)
 }
 
-func holdsShared(kt kv.Tx, token []byte) (bool, error) {
-	b, err := kt.Get(sharedGCKey)
-	if errors.Is(err, kv.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil && bytes.Equal(b, token), err
-}
+func holdsShared(kt kv.Tx, token []byte) (bool, error) { return holdsAt(kt, sharedGCKey, token) }
