@@ -36,23 +36,8 @@ func undoable(e *Envelope) bool {
 // (Interrupted); one that ends while a lingering mount is waited for
 // stops the wait.
 func (rt *Runtime) Undo(ctx context.Context, vault, id string) (*UndoResult, error) {
-	if err := checkCtx(ctx); err != nil {
-		return nil, err
-	}
-	unlock, err := rt.lockVault(vault)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := mountd.EndIdle(ctx, rt.Home, vault); err != nil {
-		return nil, err
-	}
 	var out *UndoResult
-	err = rt.Store.locked(func(st *Store) error {
-		runs, err := st.List(vault)
-		if err != nil {
-			return err
-		}
+	err := rt.withRuns(ctx, vault, func(st *Store, runs []*Envelope) error {
 		at := -1
 		for i, e := range runs {
 			if id == "" && undoable(e) || e.ID == id {
@@ -100,6 +85,30 @@ func (rt *Runtime) Undo(ctx context.Context, vault, id string) (*UndoResult, err
 	return out, err
 }
 
+// withRuns runs fn on vault's runs (oldest first) with the vault locked
+// against other runs and undos, a mount a run left to linger ended, and
+// the run records locked (st is where fn writes them back).
+func (rt *Runtime) withRuns(ctx context.Context, vault string, fn func(st *Store, runs []*Envelope) error) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	unlock, err := rt.lockVault(vault)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := mountd.EndIdle(ctx, rt.Home, vault); err != nil {
+		return err
+	}
+	return rt.Store.locked(func(st *Store) error {
+		runs, err := st.List(vault)
+		if err != nil {
+			return err
+		}
+		return fn(st, runs)
+	})
+}
+
 // RedoResult is what `avfs proxy redo` did.
 type RedoResult struct {
 	SchemaVersion int    `json:"schema_version"`
@@ -120,23 +129,8 @@ type RedoResult struct {
 // changes. The run is undoable again after. Locks, lingering mounts and
 // ctx as Undo.
 func (rt *Runtime) Redo(ctx context.Context, vault, id string) (*RedoResult, error) {
-	if err := checkCtx(ctx); err != nil {
-		return nil, err
-	}
-	unlock, err := rt.lockVault(vault)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := mountd.EndIdle(ctx, rt.Home, vault); err != nil {
-		return nil, err
-	}
 	var out *RedoResult
-	err = rt.Store.locked(func(st *Store) error {
-		runs, err := st.List(vault)
-		if err != nil {
-			return err
-		}
+	err := rt.withRuns(ctx, vault, func(st *Store, runs []*Envelope) error {
 		target, err := redoTarget(runs, vault, id)
 		if err != nil {
 			return err
