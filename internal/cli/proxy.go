@@ -458,22 +458,10 @@ listed. The vault must not be mounted read-write (VaultLocked otherwise):
 unmount a mount left by --keep-mount first.`,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			h, store, err := a.proxyStore()
+			rt, vault, id, err := a.runOf(args)
 			if err != nil {
 				return nil, err
 			}
-			id, vault := "", ""
-			if len(args) == 1 {
-				id = args[0]
-				e, err := store.Get(id)
-				if err != nil {
-					return nil, err
-				}
-				vault = e.Request.Vault
-			} else if vault, err = a.vaultName(h); err != nil {
-				return nil, err
-			}
-			rt := &proxy.Runtime{Home: h, Store: store}
 			r, err := rt.Undo(a.ctx, vault, id)
 			if err != nil {
 				return nil, err
@@ -481,6 +469,26 @@ unmount a mount left by --keep-mount first.`,
 			return undoResult{r}, nil
 		}),
 	}
+}
+
+// runOf is the run undo and redo name (args: [ID]), its vault (the run's,
+// or the selected vault without ID), and the runtime that changes it.
+func (a *app) runOf(args []string) (rt *proxy.Runtime, vault, id string, err error) {
+	h, store, err := a.proxyStore()
+	if err != nil {
+		return nil, "", "", err
+	}
+	if len(args) == 1 {
+		id = args[0]
+		e, err := store.Get(id)
+		if err != nil {
+			return nil, "", "", err
+		}
+		vault = e.Request.Vault
+	} else if vault, err = a.vaultName(h); err != nil {
+		return nil, "", "", err
+	}
+	return &proxy.Runtime{Home: h, Store: store}, vault, id, nil
 }
 
 type redoResult struct{ *proxy.RedoResult }
@@ -503,22 +511,10 @@ undone, the error is Conflict and nothing changes. The run can be undone
 again after.`,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			h, store, err := a.proxyStore()
+			rt, vault, id, err := a.runOf(args)
 			if err != nil {
 				return nil, err
 			}
-			id, vault := "", ""
-			if len(args) == 1 {
-				id = args[0]
-				e, err := store.Get(id)
-				if err != nil {
-					return nil, err
-				}
-				vault = e.Request.Vault
-			} else if vault, err = a.vaultName(h); err != nil {
-				return nil, err
-			}
-			rt := &proxy.Runtime{Home: h, Store: store}
 			r, err := rt.Redo(a.ctx, vault, id)
 			if err != nil {
 				return nil, err
