@@ -35,7 +35,7 @@ func avfsText(t *testing.T, home string, args ...string) (int, string) {
 // working state of a vault mounted read-write sees the files written and
 // closed in the mount just before, though the mount's server still
 // buffers them (write-back) and has not committed their names (batch):
-// the CLI asks the mount to persist first (mount.Persist).
+// the CLI asks the mount to persist first (mountd.Persist).
 func TestCLIReadsBesideMount(t *testing.T) {
 	home, mnt, _ := cliMount(t)
 	n := 0

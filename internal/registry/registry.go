@@ -49,7 +49,7 @@ type Home struct {
 	WriteGuard func(vault string) error
 	// BeforeOpen, when set, is called by Open before it opens a vault; its
 	// error fails the open. The CLI has a live mount of the vault persist
-	// what it buffers (mount.Persist), so every command that reads or
+	// what it buffers (mountd.Persist), so every command that reads or
 	// freezes the working state sees every write made through the mount.
 	BeforeOpen func(vault string) error
 	// Warnings are what Open noticed about the home that the user should
