@@ -12,6 +12,13 @@ command -v tar >/dev/null 2>&1 || need+=(tar)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 # The PostgreSQL engine's tests start their own server (initdb, pg_ctl).
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+# make release (and so TestRelease, in the Go suite) builds the sdist and
+# wheels with Debian's python3; the Python package's tests also need pytest
+# and venv. Checked against /usr/bin/python3, which those scripts use.
+for mod in build:python3-build wheel:python3-wheel setuptools:python3-setuptools \
+  pytest:python3-pytest venv:python3-venv; do
+  [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import ${mod%%:*}" 2>/dev/null || need+=("${mod#*:}")
+done
 # The npm package's tests (make test-npm); machines of this kind ship
 # Node.js 20, Debian's is the fallback.
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
