@@ -229,7 +229,9 @@ func (h *Home) runtime(vault string) (*proxy.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, err := transport.NewRegistry(h.fuseTransport(), overlaymount.New(overlaymount.CacheDir(runDir)))
+	ov := overlaymount.New(overlaymount.CacheDir(runDir))
+	ov.Exe = func() (string, error) { return h.binary("exec") }
+	ts, err := transport.NewRegistry(h.fuseTransport(), ov)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/overlay"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -41,6 +42,9 @@ type Env struct {
 // Main runs avfs with args (the program name left out) and returns the
 // process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == overlay.EnterArg { // a proxy run's helper, not a command
+		return overlay.EnterMain(args[1:], stderr)
+	}
 	return Run(ctx, args, Env{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 

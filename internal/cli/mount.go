@@ -153,6 +153,16 @@ func (a *app) fuseTransport() *fusemount.Transport {
 	})
 }
 
+// helperExecutable is the avfs binary a run re-executes as its helper
+// (the one that serves mounts).
+func (a *app) helperExecutable() (string, error) {
+	exe, err := MountExecutable()
+	if err != nil {
+		return "", &errs.Error{Kind: errs.IoError, Op: "proxy exec", Err: err}
+	}
+	return exe, nil
+}
+
 // serveMount serves a mount from this process until it is unmounted or
 // a signal arrives.
 func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, readyFD int) (any, error) {

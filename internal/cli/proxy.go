@@ -63,7 +63,9 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	ts, err := transport.NewRegistry(a.fuseTransport(), overlaymount.New(overlaymount.CacheDir(runDir)))
+	ov := overlaymount.New(overlaymount.CacheDir(runDir))
+	ov.Exe = a.helperExecutable
+	ts, err := transport.NewRegistry(a.fuseTransport(), ov)
 	if err != nil {
 		return nil, err
 	}

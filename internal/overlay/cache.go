@@ -200,7 +200,7 @@ func (c *Cache) build(key string, fill func(tree string) (MatStats, error)) (Mat
 	if err != nil {
 		return MatStats{}, err
 	}
-	defer os.RemoveAll(tmp)
+	defer removeAll(tmp)
 	tree := filepath.Join(tmp, "tree")
 	if err := os.Mkdir(tree, 0o755); err != nil {
 		return MatStats{}, hostErr("layer cache", tree, err)
@@ -225,7 +225,7 @@ func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer removeAll(tmp)
 	if err := os.Rename(upper, filepath.Join(tmp, "tree")); err != nil {
 		return hostErr("layer cache", upper, err)
 	}
@@ -317,7 +317,7 @@ func (c *Cache) Prune() (removed []string, err error) {
 	des, _ := os.ReadDir(c.Root)
 	for _, d := range des {
 		if strings.HasPrefix(d.Name(), ".tmp-") {
-			_ = os.RemoveAll(filepath.Join(c.Root, d.Name()))
+			_ = removeAll(filepath.Join(c.Root, d.Name()))
 		}
 	}
 	ents, err := c.Entries()
@@ -361,7 +361,7 @@ func (c *Cache) Drop(key string) error {
 	if err := os.Rename(c.path(key), filepath.Join(tmp, "gone")); err != nil {
 		return hostErr("layer cache", c.path(key), err)
 	}
-	return hostErr("layer cache", tmp, os.RemoveAll(tmp))
+	return hostErr("layer cache", tmp, removeAll(tmp))
 }
 
 // DropVault removes every entry of a vault file that keep does not name:
@@ -394,4 +394,22 @@ func syncFS(dir string) error {
 	}
 	defer unix.Close(fd)
 	return unix.Syncfs(fd)
+}
+
+// removeAll removes path and everything below it. A user other than root
+// cannot empty its own dir of mode 0555 (a read-only dir of the vault, or
+// one a run made so): each dir is opened to its owner and the removal
+// tried again.
+func removeAll(path string) error {
+	err := os.RemoveAll(path)
+	if err == nil || os.Geteuid() == 0 {
+		return err
+	}
+	_ = filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700) // before WalkDir reads it
+		}
+		return nil
+	})
+	return os.RemoveAll(path)
 }

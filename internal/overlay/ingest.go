@@ -30,7 +30,8 @@ import (
 // in one write transaction (vault.UpdateSealed); it must not be applied
 // twice on a state that changed since, but is idempotent otherwise.
 func Ingest(tx *vfs.Tx, upper string, f Format) (IngestStats, error) {
-	in := &ingester{tx: tx, f: f, links: map[[2]uint64]vfs.Ino{}, buf: make([]byte, 16*vfs.ChunkSize)}
+	in := &ingester{tx: tx, f: f, links: map[[2]uint64]vfs.Ino{}, buf: make([]byte, 16*vfs.ChunkSize),
+		unprivileged: os.Geteuid() != 0}
 	err := in.dir(upper, vfs.RootIno, 0)
 	return in.st, err
 }
@@ -41,6 +42,11 @@ type ingester struct {
 	links map[[2]uint64]vfs.Ino // host dev,ino → the vault inode its first name became
 	buf   []byte
 	st    IngestStats
+	// unprivileged: the upper is this user's own files (a user namespace
+	// run), so its owners say nothing (the vault's are kept, and new
+	// names are the user's) and a name its mode closes to its owner is
+	// opened for the read (accessible).
+	unprivileged bool
 }
 
 func (in *ingester) dir(path string, ino vfs.Ino, depth int) error {
@@ -109,7 +115,8 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
 				return err
 			}
 		}
-		if err := in.dir(p, cur.Ino, depth+1); err != nil {
+		err := in.accessible(p, &st, 0o700, func() error { return in.dir(p, cur.Ino, depth+1) })
+		if err != nil {
 			return err
 		}
 		return in.meta(p, cur.Ino, &st)
@@ -151,7 +158,7 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
 		}
 	}
 	if typ == unix.S_IFREG {
-		if err := in.content(p, cur.Ino, &st); err != nil {
+		if err := in.accessible(p, &st, 0o400, func() error { return in.content(p, cur.Ino, &st) }); err != nil {
 			return err
 		}
 	}
@@ -159,6 +166,22 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
 		in.links[key] = cur.Ino
 	}
 	return in.meta(p, cur.Ino, &st)
+}
+
+// accessible runs fn with p's mode opened to its owner by need (bits),
+// then restores the mode: a user without CAP_DAC_OVERRIDE cannot read its
+// own file of mode 0000, and the upper may become a cache entry, so it
+// keeps the modes the run gave it.
+func (in *ingester) accessible(p string, st *unix.Stat_t, need uint32, fn func() error) error {
+	mode := st.Mode & 0o7777
+	if !in.unprivileged || mode&need == need || int(st.Uid) != os.Geteuid() {
+		return fn()
+	}
+	if err := unix.Chmod(p, mode|need); err != nil {
+		return hostErr("ingest", p, err)
+	}
+	err := fn()
+	return errors.Join(err, hostErr("ingest", p, unix.Chmod(p, mode)))
 }
 
 // remove takes away dir/name, a directory with everything below it.
@@ -243,10 +266,10 @@ func (in *ingester) meta(p string, ino vfs.Ino, st *unix.Stat_t) error {
 	if mode := st.Mode & 0o7777; mode != cur.Mode && cur.Type != vfs.TypeSymlink {
 		s.Mode = &mode
 	}
-	if st.Uid != cur.Uid {
+	if st.Uid != cur.Uid && !in.unprivileged {
 		s.Uid = &st.Uid
 	}
-	if st.Gid != cur.Gid {
+	if st.Gid != cur.Gid && !in.unprivileged {
 		s.Gid = &st.Gid
 	}
 	at, mt := time.Unix(st.Atim.Unix()), time.Unix(st.Mtim.Unix())

@@ -152,8 +152,14 @@ func (m *materializer) meta(at vfs.Attr, p string) error {
 			return hostErr("materialize", p, fmt.Errorf("xattr %s: %w", n, err))
 		}
 	}
-	if err := os.Lchown(p, int(at.Uid), int(at.Gid)); err != nil {
-		return hostErr("materialize", p, err)
+	// Only root gives a host file another owner. Another user's cache
+	// is its own files, which is also what the uid map of its user
+	// namespace can show (a copy-up of an unmapped owner's file fails
+	// with EOVERFLOW); Ingest keeps the vault's owners for it.
+	if os.Geteuid() == 0 {
+		if err := os.Lchown(p, int(at.Uid), int(at.Gid)); err != nil {
+			return hostErr("materialize", p, err)
+		}
 	}
 	if at.Type != vfs.TypeSymlink {
 		if err := unix.Fchmodat(unix.AT_FDCWD, p, at.Mode&0o7777, 0); err != nil {

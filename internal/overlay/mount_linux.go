@@ -128,29 +128,54 @@ func Unmount(target string) error {
 // whiteout in the lower hides the file below it: a kernel that ignored
 // the markers (user.overlay.* without userxattr) would show it.
 func Probe(scratch string, f Format) error {
-	dir, err := os.MkdirTemp(scratch, ".probe-")
+	dir, err := probeStack(scratch)
 	if err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: scratch, Err: err}
+		return err
 	}
 	defer os.RemoveAll(dir)
+	m := filepath.Join(dir, "m")
+	if err := Mount(probeLayers(dir, f), m); err != nil {
+		return err
+	}
+	defer Unmount(m)
+	return probeCheck(m, f)
+}
+
+// probeStack makes the layers of a probe in a new dir of scratch: l1
+// holds a file, l2 a whiteout of it; u, w and m are empty.
+func probeStack(scratch string) (string, error) {
+	dir, err := os.MkdirTemp(scratch, ".probe-")
+	if err != nil {
+		return "", &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: scratch, Err: err}
+	}
 	p := func(s string) string { return filepath.Join(dir, s) }
 	for _, d := range []string{"l1", "l2", "u", "w", "m"} {
 		if err := os.Mkdir(p(d), 0o700); err != nil {
-			return &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: dir, Err: err}
+			os.RemoveAll(dir)
+			return "", &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: dir, Err: err}
 		}
 	}
-	if err := os.WriteFile(p("l1/gone"), nil, 0o600); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: dir, Err: err}
+	err = os.WriteFile(p("l1/gone"), nil, 0o600)
+	if err == nil {
+		err = writeWhiteout(p("l2/gone"))
 	}
-	if err := writeWhiteout(p("l2/gone")); err != nil {
-		return &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: dir, Err: err}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: dir, Err: err}
 	}
-	if err := Mount(Stack{Lowers: []string{p("l2"), p("l1")}, Upper: p("u"), Work: p("w"), Format: f}, p("m")); err != nil {
-		return err
-	}
-	defer Unmount(p("m"))
-	if _, err := os.Lstat(p("m/gone")); !errors.Is(err, os.ErrNotExist) {
-		return &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: dir,
+	return dir, nil
+}
+
+func probeLayers(dir string, f Format) Stack {
+	p := func(s string) string { return filepath.Join(dir, s) }
+	return Stack{Lowers: []string{p("l2"), p("l1")}, Upper: p("u"), Work: p("w"), Format: f}
+}
+
+// probeCheck fails when the probe's whiteout does not hide its name in
+// the mount at m.
+func probeCheck(m string, f Format) error {
+	if _, err := os.Lstat(filepath.Join(m, "gone")); !errors.Is(err, os.ErrNotExist) {
+		return &errs.Error{Kind: errs.IoError, Op: "overlay probe", Path: m,
 			Err: fmt.Errorf("the kernel ignored a whiteout with %s markers", f)}
 	}
 	return nil

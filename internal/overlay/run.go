@@ -56,16 +56,29 @@ const runPrefix = ".run-"
 // file (Seal), which is what the run ingests over; a proxy run has just
 // saved its checkpoint, so nothing needs sealing.
 func (c *Cache) Start(ctx context.Context, v *vfs.Vault, id, target string) (*Run, error) {
-	return c.start(ctx, v, id, target, false)
+	return c.start(ctx, v, id, target, false, true)
 }
 
 // StartReadOnly is Start for a run that writes nothing: the mount refuses
 // writes with EROFS, and Discard ends it.
 func (c *Cache) StartReadOnly(ctx context.Context, v *vfs.Vault, id, target string) (*Run, error) {
-	return c.start(ctx, v, id, target, true)
+	return c.start(ctx, v, id, target, true, true)
 }
 
-func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro bool) (*Run, error) {
+// StartUnmounted is Start for a run whose overlay is mounted elsewhere:
+// in the user namespace of the command (EnterCommand with Stack), which
+// is the only place that sees it. Everything else is as Start: the
+// lowers are leased, pending.json written, and Finish ingests the upper.
+func (c *Cache) StartUnmounted(ctx context.Context, v *vfs.Vault, id, target string) (*Run, error) {
+	return c.start(ctx, v, id, target, false, false)
+}
+
+// Stack is what the run's overlay is made of.
+func (r *Run) Stack() Stack {
+	return Stack{Lowers: r.Prepared.Lowers, Upper: r.upper(), Work: r.work(), Format: r.pending.Format}
+}
+
+func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, mount bool) (*Run, error) {
 	if ctx.Err() != nil {
 		return nil, errs.Stopped(ctx, "overlay run")
 	}
@@ -97,6 +110,9 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro b
 	if err := os.WriteFile(filepath.Join(r.Dir, "pending.json"), b, 0o600); err != nil {
 		r.abandon()
 		return nil, hostErr("overlay run", r.Dir, err)
+	}
+	if !mount {
+		return r, nil
 	}
 	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro}, r.Merged); err != nil {
 		r.abandon()
@@ -134,7 +150,7 @@ func (r *Run) abandon() {
 		r.mounted = false
 	}
 	r.lease.Release()
-	_ = os.RemoveAll(r.Dir)
+	_ = removeAll(r.Dir)
 }
 
 // Discard unmounts the run and throws its upper dir away: a read-only
@@ -146,7 +162,7 @@ func (r *Run) Discard() error {
 		r.mounted = false
 	}
 	r.lease.Release()
-	return errors.Join(err, hostErr("overlay run", r.Dir, os.RemoveAll(r.Dir)))
+	return errors.Join(err, hostErr("overlay run", r.Dir, removeAll(r.Dir)))
 }
 
 // Persist makes what the run wrote so far v's working state: the upper
@@ -197,7 +213,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 	})
 	fin.Sealed = sealed
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		_ = removeAll(dir)
 		return fin, err
 	}
 	// The upper is the layer's form only when the layer holds nothing
@@ -208,7 +224,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 			fin.Adopted = true
 		}
 	}
-	_ = os.RemoveAll(dir)
+	_ = removeAll(dir)
 	return fin, nil
 }
 
@@ -260,7 +276,7 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 			_, rec.Err = ingestRun(v, dir, p, c)
 			rec.Ingested = rec.Err == nil
 		} else {
-			_ = os.RemoveAll(dir)
+			_ = removeAll(dir)
 		}
 		out = append(out, rec)
 	}

@@ -31,6 +31,13 @@ type execSpec struct {
 	// stdout and stderr, when set, get the output as it comes, besides
 	// what is kept (see Request.Stdout).
 	stdout, stderr io.Writer
+	// enter, when set, is the workspace the command must enter to see
+	// (a user-namespace overlay), and cwd its --cwd there (runIn).
+	enter enterer
+	cwd   string
+	// attr adds to the process's attributes (the namespaces an entry
+	// helper starts in).
+	attr func(*syscall.SysProcAttr)
 }
 
 // execResult is how the process ended and what it printed.
@@ -118,6 +125,9 @@ func run(ctx context.Context, spec execSpec) execResult {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.stdin, outW, errW
 	cmd.ExtraFiles = spec.extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.attr != nil {
+		spec.attr(cmd.SysProcAttr)
+	}
 	if err := cmd.Start(); err != nil {
 		finish()
 		res.startErr = err

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/overlay"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
 )
@@ -119,7 +123,7 @@ func (rt *Runtime) Mountpoint(vault string, readonly bool) string {
 // without it and says so; on fails the run with IsolationUnavailable.
 func (rt *Runtime) runIn(ctx context.Context, plan *sandbox.Plan, spec execSpec) (execResult, error) {
 	if !plan.Isolated() {
-		return run(ctx, spec), nil
+		return runEntered(ctx, spec)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -128,10 +132,13 @@ func (rt *Runtime) runIn(ctx context.Context, plan *sandbox.Plan, spec execSpec)
 	st := readStatus(r)
 	argv := spec.argv
 	spec.argv, spec.extra, spec.group = plan.Wrap(argv, spec.dir, 3), []*os.File{w}, st.childPid
-	res := run(ctx, spec)
+	res, err := runEntered(ctx, spec)
 	w.Close()
 	status := st.wait()
 	r.Close()
+	if err != nil {
+		return res, err
+	}
 	if sandbox.Started(status) || res.startErr != nil {
 		unwrapExit(&res)
 		return res, nil
@@ -143,7 +150,36 @@ func (rt *Runtime) runIn(ctx context.Context, plan *sandbox.Plan, spec execSpec)
 	}
 	plan.Fallback(msg)
 	spec.argv, spec.extra, spec.group = argv, nil, nil
-	return run(ctx, spec), nil
+	return runEntered(ctx, spec)
+}
+
+// runEntered runs spec, through its workspace's entry helper when it has
+// one: the helper reports on a pipe of its own (the fd after spec.extra)
+// why it could not mount or enter, and that failure is the run's error;
+// the command never ran.
+func runEntered(ctx context.Context, spec execSpec) (execResult, error) {
+	if spec.enter == nil {
+		return run(ctx, spec), nil
+	}
+	prog, err := exec.LookPath(spec.argv[0])
+	if err != nil {
+		return run(ctx, spec), nil // not startable: run reports it as without the helper (126, 127)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return execResult{}, &errs.Error{Kind: errs.IoError, Op: "proxy exec", Err: err}
+	}
+	defer r.Close()
+	argv := append([]string{prog}, spec.argv[1:]...)
+	spec.argv, spec.attr = spec.enter.Enter(argv, spec.cwd, 3+len(spec.extra))
+	spec.extra = append(slices.Clip(spec.extra), w)
+	res := run(ctx, spec)
+	w.Close()
+	setup, _ := io.ReadAll(r)
+	if err := overlay.EnterFailed(setup); err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
 // unwrapExit reads what bubblewrap's exit code says of the command: it

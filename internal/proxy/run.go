@@ -35,6 +35,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
+	"github.com/agentvfs/agentvfs/internal/overlay"
 	"github.com/agentvfs/agentvfs/internal/policy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
@@ -389,7 +390,16 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 			return m.aside(StateMount, func() error { return r.ws.Close(context.WithoutCancel(ctx)) })
 		}
 	}
-	dir, err := workdir(mnt, req.Cwd)
+	// An entered workspace is mounted only in the command's namespace:
+	// its helper checks the working dir there.
+	enter, entered := r.ws.(enterer)
+	var dir string
+	if entered && enter.Entered() {
+		dir, err = lexicalWorkdir(mnt, req.Cwd)
+	} else {
+		enter = nil
+		dir, err = workdir(mnt, req.Cwd)
+	}
 	if err == nil {
 		err = checkCtx(ctx)
 	}
@@ -411,7 +421,7 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	}
 	res, err := rt.runIn(ctx, plan, execSpec{argv: env.Result.Command, dir: dir, env: rt.childEnv(req, mnt, dir),
 		stdin: req.Stdin, timeout: req.Timeout, grace: req.Grace, maxOutput: req.MaxOutput,
-		stdout: req.Stdout, stderr: req.Stderr})
+		stdout: req.Stdout, stderr: req.Stderr, enter: enter, cwd: req.Cwd})
 	unmark()
 	env.Result.Isolation = &plan.Isolation
 	if err != nil {
@@ -512,20 +522,16 @@ func (rt *Runtime) childEnv(req Request, mnt, dir string) []string {
 
 // workdir is the command's working directory: cwd inside the mount,
 // which must be a directory and, symlinks resolved, still in the mount.
-func workdir(mnt, cwd string) (string, error) {
+func workdir(mnt, cwd string) (string, error) { return overlay.Workdir(mnt, cwd) }
+
+// lexicalWorkdir is cwd inside mnt without looking at it (overlay.Workdir
+// checks it once the mount is there); a cwd that climbs out is refused.
+func lexicalWorkdir(mnt, cwd string) (string, error) {
 	dir := filepath.Join(mnt, filepath.FromSlash(cwd))
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", &errs.Error{Kind: errs.NotFound, Op: "proxy exec", Path: cwd, Err: fmt.Errorf("--cwd: %w", err)}
+	if dir != mnt && !strings.HasPrefix(dir, mnt+"/") {
+		return "", &errs.Error{Kind: errs.InvalidPath, Op: "proxy exec", Path: cwd, Err: fmt.Errorf("--cwd leads outside the mount, to %s", dir)}
 	}
-	if real != mnt && !strings.HasPrefix(real, mnt+"/") {
-		return "", &errs.Error{Kind: errs.InvalidPath, Op: "proxy exec", Path: cwd, Err: fmt.Errorf("--cwd leads outside the mount, to %s", real)}
-	}
-	fi, err := os.Stat(real)
-	if err != nil || !fi.IsDir() {
-		return "", &errs.Error{Kind: errs.NotADirectory, Op: "proxy exec", Path: cwd, Err: fmt.Errorf("--cwd is not a directory")}
-	}
-	return real, nil
+	return dir, nil
 }
 
 // mount finds a live mount of the vault to reuse (read-write, or

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"syscall"
+
 	"github.com/agentvfs/agentvfs/internal/overlay"
+	"github.com/agentvfs/agentvfs/internal/sandbox"
 	"github.com/agentvfs/agentvfs/internal/transport"
 )
 
@@ -18,6 +21,20 @@ const (
 // whether the kernel lets this process use it.
 type availabler interface{ Available() error }
 
+// userNamespacer is an overlay transport that says whether this
+// process's runs are mounted in a user namespace of their own (it is not
+// root) rather than on the host.
+type userNamespacer interface{ UserNamespace() bool }
+
+// enterer is a workspace mounted only where a command enters it (a user
+// namespace overlay, package overlaymount): Enter is the argv and the
+// process attributes that run argv there, in its dir cwd, with the entry
+// helper's setup pipe at setupFD.
+type enterer interface {
+	Entered() bool
+	Enter(argv []string, cwd string, setupFD int) ([]string, func(*syscall.SysProcAttr))
+}
+
 // choice is the transport a run starts, and why.
 type choice struct {
 	name   string
@@ -28,8 +45,11 @@ type choice struct {
 // auto takes overlay where this process can mount one and the run writes
 // (the ingest is what makes it the vault's), FUSE otherwise, and says
 // why: read-only runs read the live working state, and --keep-mount
-// keeps a live mount, which only FUSE serves; a host without overlayfs or
-// root has only FUSE. An overlay run never lingers: what stays warm for
+// keeps a live mount, which only FUSE serves; a host without overlayfs
+// has only FUSE. As root the overlay is mounted on the host; any other
+// user's is mounted in the isolated run's own user namespace, so such a
+// user's --isolate off run, or one where isolation is unavailable, takes
+// FUSE. An overlay run never lingers: what stays warm for
 // the next run is its layer cache.
 func (rt *Runtime) chooseTransport(req Request) choice {
 	if req.Transport != "" && req.Transport != TransportAuto {
@@ -52,7 +72,20 @@ func (rt *Runtime) chooseTransport(req Request) choice {
 			return choice{name: transportFUSE, reason: "overlay unavailable: " + err.Error()}
 		}
 	}
-	return choice{name: transportOverlay, reason: "overlayfs mounts here (root in the initial user namespace)"}
+	if u, ok := ov.(userNamespacer); !ok || !u.UserNamespace() {
+		return choice{name: transportOverlay, reason: "overlayfs mounts here (root in the initial user namespace)"}
+	}
+	// Not root: the overlay is mounted in a user namespace of the run's
+	// own, which only an isolated run already lives in. --isolate off
+	// promises a plain process of the host, which a user namespace is not
+	// (other users' files show as nobody, set-uid programs do not work).
+	if mode, _ := sandbox.ParseMode(req.Isolate); mode == sandbox.Off {
+		return choice{name: transportFUSE, reason: "overlay: not root, so it would be mounted in a user namespace, and --isolate off runs the command as a plain process of the host"}
+	}
+	if _, err := rt.isolationAvailable(); err != nil {
+		return choice{name: transportFUSE, reason: "overlay: not root, and the run cannot be isolated here for its user namespace: " + err.Error()}
+	}
+	return choice{name: transportOverlay, reason: "overlayfs in the run's own user namespace (not root: user.overlay.* markers, userxattr)"}
 }
 
 // overlayStats is what an overlay workspace reports of its start and

@@ -5,8 +5,11 @@
 // cache) and stacked by the kernel's overlayfs under a fresh upper dir.
 // Nothing serves the workspace, so the command runs at the host disk's
 // speed; the host sees the run's writes in the vault only once they are
-// ingested, at Persist and at Close. Mounting an overlay needs root in
-// the initial user namespace here (Available says why not).
+// ingested, at Persist and at Close. Root in the initial user namespace
+// mounts the stack on the host (trusted.overlay.* markers); any other
+// user mounts it inside a user namespace of the command's own
+// (user.overlay.* markers, userxattr): its workspace is entered, not
+// mounted (Enter), and Available says whether either works here.
 package overlaymount
 
 import (
@@ -16,6 +19,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
@@ -32,6 +36,10 @@ const DefaultBudget = 8 << 30
 type Transport struct {
 	Root   string // the layer cache's dir: on the same filesystem as nothing else needs
 	Budget int64  // bytes; 0: DefaultBudget
+	// Exe is the avfs binary that enters a user namespace for a user
+	// other than root (overlay.EnterCommand); nil: only root can use
+	// the transport.
+	Exe func() (string, error)
 
 	once     sync.Once
 	probeErr error
@@ -39,28 +47,47 @@ type Transport struct {
 
 var _ transport.Transport = (*Transport)(nil)
 
-// New is the overlay transport with its cache in root.
+// New is the overlay transport with its cache in root (set Exe for users
+// other than root).
 func New(root string) *Transport { return &Transport{Root: root} }
 
 // Name is "overlay".
 func (*Transport) Name() string { return Name }
 
+// UserNamespace reports whether this process's runs are mounted in a
+// user namespace of their own (it is not root) rather than on the host.
+func (*Transport) UserNamespace() bool { return os.Geteuid() != 0 }
+
+func (t *Transport) format() overlay.Format {
+	if t.UserNamespace() {
+		return overlay.User
+	}
+	return overlay.Trusted
+}
+
 // Available says whether this process can mount overlays with the
-// markers the cache writes (trusted.overlay.*, root in the initial user
-// namespace), by mounting a small one: nil, or the error that says why
-// not. It probes once per Transport.
+// markers its cache writes, by mounting a small one (as root on the host,
+// else through the entry helper in a user namespace): nil, or the error
+// that says why not. The verdict is cached on disk in Root
+// (overlay.CachedProbe) and in the Transport.
 func (t *Transport) Available() error {
 	t.once.Do(func() {
-		if os.Geteuid() != 0 {
-			t.probeErr = &errs.Error{Kind: errs.PermissionDenied, Op: "overlay",
-				Err: errors.New("mounting an overlay needs root (the run is not root)")}
-			return
+		f := t.format()
+		probe := func() error { return overlay.Probe(t.Root, overlay.Trusted) }
+		if f == overlay.User {
+			if t.Exe == nil {
+				t.probeErr = &errs.Error{Kind: errs.PermissionDenied, Op: "overlay",
+					Err: errors.New("mounting an overlay needs root, or avfs's helper for a user namespace (none here)")}
+				return
+			}
+			exe, err := t.Exe()
+			if err != nil {
+				t.probeErr = err
+				return
+			}
+			probe = func() error { return overlay.ProbeUser(exe, t.Root) }
 		}
-		if err := os.MkdirAll(t.Root, 0o700); err != nil {
-			t.probeErr = &errs.Error{Kind: errs.IoError, Op: "overlay", Path: t.Root, Err: err}
-			return
-		}
-		t.probeErr = overlay.Probe(t.Root, overlay.Trusted)
+		t.probeErr = overlay.CachedProbe(t.Root, f, probe)
 	})
 	return t.probeErr
 }
@@ -70,7 +97,7 @@ func (t *Transport) cache() *overlay.Cache {
 	if b == 0 {
 		b = DefaultBudget
 	}
-	return &overlay.Cache{Root: t.Root, Budget: b, Format: overlay.Trusted}
+	return &overlay.Cache{Root: t.Root, Budget: b, Format: t.format()}
 }
 
 // Start mounts the working state of spec.Vault at spec.Dir. A read-write
@@ -88,6 +115,17 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		return nil, err
 	}
 	w := &workspace{spec: spec, cache: t.cache()}
+	if t.UserNamespace() {
+		if spec.ReadOnly {
+			return nil, &errs.Error{Kind: errs.InvalidInput, Op: "overlay", Path: spec.Dir,
+				Err: errors.New("a read-only overlay workspace is root's (a user's runs read through FUSE)")}
+		}
+		exe, err := t.Exe()
+		if err != nil {
+			return nil, err
+		}
+		w.exe = exe
+	}
 	if !spec.ReadOnly {
 		l, err := mountrec.LockWriter(spec.Home, spec.Vault, spec.Dir)
 		if err != nil {
@@ -105,13 +143,19 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		_, _ = rand.Read(b[:])
 		id := hex.EncodeToString(b[:])
 		var err error
-		if spec.ReadOnly {
+		switch {
+		case w.exe != "":
+			w.run, err = w.cache.StartUnmounted(ctx, v, id, spec.Dir)
+		case spec.ReadOnly:
 			w.run, err = w.cache.StartReadOnly(ctx, v, id, spec.Dir)
-		} else {
+		default:
 			w.run, err = w.cache.Start(ctx, v, id, spec.Dir)
 		}
 		return err
 	})
+	if err != nil && errs.Is(err, errs.IoError) && w.exe == "" {
+		overlay.ForgetProbe(t.Root, t.format()) // a mount the verdict promised failed: probe again next time
+	}
 	if err != nil {
 		w.release()
 		return nil, err
@@ -140,6 +184,21 @@ type workspace struct {
 	rec   *mountrec.Record
 	prep  overlay.Prepared
 	fin   *overlay.Finished
+	exe   string // the entry helper of a user-namespace workspace ("": mounted on the host)
+}
+
+// Entered reports whether the workspace is mounted only where a command
+// enters it (Enter), in a user namespace of its own.
+func (w *workspace) Entered() bool { return w.exe != "" }
+
+// Enter is the argv and the process attributes that run argv (an
+// absolute path first) in a user-namespace workspace, in its dir cwd
+// (as --cwd names it): the helper mounts the overlay in a namespace of
+// the command's own, checks cwd there and execs argv; setupFD is the
+// helper's end of the pipe that overlay.EnterFailed reads.
+func (w *workspace) Enter(argv []string, cwd string, setupFD int) ([]string, func(*syscall.SysProcAttr)) {
+	return overlay.EnterCommand(w.exe, overlay.EnterSpec{Stack: w.run.Stack(), Target: w.spec.Dir,
+		Cwd: cwd, Argv: argv, SetupFD: setupFD})
 }
 
 func (w *workspace) Dir() string { return w.spec.Dir }

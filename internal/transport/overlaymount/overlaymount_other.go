@@ -15,12 +15,16 @@ import (
 type Transport struct {
 	Root   string
 	Budget int64
+	Exe    func() (string, error)
 }
 
 var _ transport.Transport = (*Transport)(nil)
 
 // New is the overlay transport with its cache in root.
 func New(root string) *Transport { return &Transport{Root: root} }
+
+// UserNamespace is false: there is no overlay to enter.
+func (*Transport) UserNamespace() bool { return false }
 
 // Name is "overlay".
 func (*Transport) Name() string { return Name }
