@@ -86,7 +86,15 @@ func EnterMain(args []string, stderr io.Writer) int {
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "avfs: overlay in a user namespace: "+err.Error())
 		if setup != nil {
-			b, _ := json.Marshal(enterFailure{Kind: errs.KindOf(err), Message: err.Error()})
+			f := enterFailure{Kind: errs.KindOf(err), Message: err.Error()}
+			var e *errs.Error
+			if errors.As(err, &e) {
+				f.Op, f.Path, f.Hint = e.Op, e.Path, e.Hint
+				if e.Err != nil {
+					f.Message = e.Err.Error()
+				}
+			}
+			b, _ := json.Marshal(f)
 			_, _ = setup.Write(b)
 		}
 		return 125
@@ -126,7 +134,10 @@ func EnterMain(args []string, stderr io.Writer) int {
 // enterFailure is what the helper writes to SetupFD.
 type enterFailure struct {
 	Kind    errs.Kind `json:"kind"`
+	Op      string    `json:"op,omitempty"`
+	Path    string    `json:"path,omitempty"`
 	Message string    `json:"message"`
+	Hint    string    `json:"hint,omitempty"`
 }
 
 // EnterFailed reads what the helper wrote to its setup pipe: nil when it
@@ -140,8 +151,10 @@ func EnterFailed(setup []byte) error {
 	if json.Unmarshal(setup, &f) != nil || f.Kind == "" {
 		f = enterFailure{Kind: errs.IoError, Message: string(setup)}
 	}
-	return &errs.Error{Kind: f.Kind, Op: "overlay enter", Err: errors.New(f.Message),
-		Hint: "the run's overlay could not be mounted in its user namespace; --transport fuse works everywhere"}
+	if f.Op == "" {
+		f.Op = "overlay enter"
+	}
+	return &errs.Error{Kind: f.Kind, Op: f.Op, Path: f.Path, Err: errors.New(f.Message), Hint: f.Hint}
 }
 
 // ProbeUser says whether this user can mount an overlay with user.*

@@ -172,6 +172,9 @@ func runEntered(ctx context.Context, spec execSpec) (execResult, error) {
 	defer r.Close()
 	argv := append([]string{prog}, spec.argv[1:]...)
 	spec.argv, spec.attr = spec.enter.Enter(argv, spec.cwd, 3+len(spec.extra))
+	// The working dir exists only in the mount: the helper enters it
+	// there, and starts in the host's (empty) mountpoint.
+	spec.dir = spec.enter.Dir()
 	spec.extra = append(slices.Clip(spec.extra), w)
 	res := run(ctx, spec)
 	w.Close()

@@ -31,6 +31,7 @@ type userNamespacer interface{ UserNamespace() bool }
 // process attributes that run argv there, in its dir cwd, with the entry
 // helper's setup pipe at setupFD.
 type enterer interface {
+	Dir() string
 	Entered() bool
 	Enter(argv []string, cwd string, setupFD int) ([]string, func(*syscall.SysProcAttr))
 }
