@@ -1,6 +1,9 @@
 package overlay
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,4 +34,30 @@ func Workdir(mnt, cwd string) (string, error) {
 		return "", &errs.Error{Kind: errs.NotADirectory, Op: "proxy exec", Path: cwd, Err: fmt.Errorf("--cwd is not a directory")}
 	}
 	return real, nil
+}
+
+// enterFailure is what the helper writes to SetupFD.
+type enterFailure struct {
+	Kind    errs.Kind `json:"kind"`
+	Op      string    `json:"op,omitempty"`
+	Path    string    `json:"path,omitempty"`
+	Message string    `json:"message"`
+	Hint    string    `json:"hint,omitempty"`
+}
+
+// EnterFailed reads what the helper wrote to its setup pipe: nil when it
+// wrote nothing (the command started), else the typed error it reported.
+func EnterFailed(setup []byte) error {
+	setup = bytes.TrimSpace(setup)
+	if len(setup) == 0 {
+		return nil
+	}
+	var f enterFailure
+	if json.Unmarshal(setup, &f) != nil || f.Kind == "" {
+		f = enterFailure{Kind: errs.IoError, Message: string(setup)}
+	}
+	if f.Op == "" {
+		f.Op = "overlay enter"
+	}
+	return &errs.Error{Kind: f.Kind, Op: f.Op, Path: f.Path, Err: errors.New(f.Message), Hint: f.Hint}
 }

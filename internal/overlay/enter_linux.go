@@ -131,32 +131,6 @@ func EnterMain(args []string, stderr io.Writer) int {
 	return fail(&errs.Error{Kind: errs.NotFound, Op: "overlay enter", Path: spec.Argv[0], Err: err})
 }
 
-// enterFailure is what the helper writes to SetupFD.
-type enterFailure struct {
-	Kind    errs.Kind `json:"kind"`
-	Op      string    `json:"op,omitempty"`
-	Path    string    `json:"path,omitempty"`
-	Message string    `json:"message"`
-	Hint    string    `json:"hint,omitempty"`
-}
-
-// EnterFailed reads what the helper wrote to its setup pipe: nil when it
-// wrote nothing (the command started), else the typed error it reported.
-func EnterFailed(setup []byte) error {
-	setup = bytes.TrimSpace(setup)
-	if len(setup) == 0 {
-		return nil
-	}
-	var f enterFailure
-	if json.Unmarshal(setup, &f) != nil || f.Kind == "" {
-		f = enterFailure{Kind: errs.IoError, Message: string(setup)}
-	}
-	if f.Op == "" {
-		f.Op = "overlay enter"
-	}
-	return &errs.Error{Kind: f.Kind, Op: f.Op, Path: f.Path, Err: errors.New(f.Message), Hint: f.Hint}
-}
-
 // ProbeUser says whether this user can mount an overlay with user.*
 // markers in a user namespace of its own, by running the helper exe on a
 // tiny stack in scratch whose lower holds a whiteout: nil, or why not.

@@ -29,3 +29,25 @@ func TestContract(t *testing.T) {
 	})
 	transporttest.Run(t, tr)
 }
+
+// TestAvailableCached: the probe's verdict outlives the Transport (a
+// process): a new Transport on the same cache reads it and mounts
+// nothing, so a planted refusal is what it answers.
+func TestAvailableCached(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "layers")
+	if err := overlaymount.New(root).Available(); err != nil {
+		t.Skipf("overlay unavailable here: %v", err)
+	}
+	file := filepath.Join(root, ".verdict-trusted")
+	b, err := os.ReadFile(file)
+	if err != nil || !strings.HasSuffix(string(b), "\nok") {
+		t.Fatalf("no cached verdict after a probe: %q %v", b, err)
+	}
+	planted := strings.TrimSuffix(string(b), "ok") + "no: planted refusal"
+	if err := os.WriteFile(file, []byte(planted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := overlaymount.New(root).Available(); err == nil || !strings.Contains(err.Error(), "planted refusal") {
+		t.Errorf("a second transport probed again instead of reading the verdict: %v", err)
+	}
+}
