@@ -122,24 +122,37 @@ func TestUserNamespaceOverlay(t *testing.T) {
 		t.Errorf("--cwd no/such: exit %d %s", code, out)
 	}
 
+	// A run the quota refuses leaves neither its writes nor its upper
+	// dir, though a dir in it is read-only to its owner.
+	u.mustAvfs("quota", "set", "max_size_mb", "1")
+	if _, code, out = u.exec("--shell", "mkdir -p q/ro && echo a > q/ro/f && chmod 555 q/ro && head -c 2000000 /dev/zero > big"); code != 7 || !strings.Contains(out, `"QuotaExceeded"`) {
+		t.Errorf("a run over the quota: exit %d %s", code, out)
+	}
+	if code, _, _ := u.avfs("stat", "/q"); code == 0 {
+		t.Errorf("a refused run left /q in the vault")
+	}
+	if left, _ := filepath.Glob(filepath.Join(u.runDir, "layers", ".[rt]*-*")); len(left) != 0 {
+		t.Errorf("a refused run left %v in the layer cache", left)
+	}
+	u.mustAvfs("quota", "set", "max_size_mb", "0")
+
 	// --isolate off runs a plain process of the host: FUSE.
 	env, code, out = u.exec("--isolate", "off", "--", "true")
 	if env == nil || code != 0 || *env.Result.Transport != "fuse" || !strings.Contains(*env.Result.TransportReason, "--isolate off") {
 		t.Errorf("--isolate off as uid %d: exit %d %s", nobody, code, out)
 	}
-	if m := overlayMounts(); len(m) != 0 {
+	if m := overlayMounts(u.runDir); len(m) != 0 {
 		t.Errorf("overlay mounts on the host after the runs: %v", m)
 	}
 }
 
-// overlayMounts lists the host's overlay mounts under /tmp and /var/tmp
-// (where the users of these tests have their runtime dirs).
-func overlayMounts() []string {
+// overlayMounts lists the host's overlay mounts under dir.
+func overlayMounts(dir string) []string {
 	b, _ := os.ReadFile("/proc/self/mounts")
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.Fields(l)
-		if len(f) > 2 && f[2] == "overlay" && (strings.HasPrefix(f[1], "/tmp/avfs-") || strings.HasPrefix(f[1], "/var/tmp/avfs-")) {
+		if len(f) > 2 && f[2] == "overlay" && dir != "" && strings.HasPrefix(f[1], dir+"/") {
 			out = append(out, f[1])
 		}
 	}
