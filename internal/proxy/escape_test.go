@@ -444,7 +444,8 @@ func TestEscapes(t *testing.T) {
 		t.Fatal("bubblewrap is missing (scripts/deps.sh installs it): the isolated rows cannot run")
 	}
 	// As root, auto runs on overlay; the fuse row keeps FUSE under the
-	// same table as root. An unprivileged user gets FUSE from auto.
+	// same table as root. An unprivileged user's isolated run gets
+	// overlay from auto too, mounted in the run's own user namespace.
 	for _, tc := range []struct {
 		name      string
 		uid       int
@@ -457,8 +458,12 @@ func TestEscapes(t *testing.T) {
 			u.args = []string{"--transport", tc.transport}
 			c := newCanaries(t, u, tc.isolate == "on")
 			// Warm the mount and learn the runtime dir.
-			if env, code, out := u.exec("--isolate", tc.isolate, "--linger", "1m", "--", "true"); env == nil || code != 0 {
+			env, code, out := u.exec("--isolate", tc.isolate, "--linger", "1m", "--", "true")
+			if env == nil || code != 0 {
 				t.Fatalf("first run: exit %d %s", code, out)
+			}
+			if tc.transport != "fuse" && (env.Result.Transport == nil || *env.Result.Transport != "overlay") {
+				t.Fatalf("%s runs on %v, want overlay: %s", tc.name, env.Result.Transport, out)
 			}
 			if tc.isolate == "on" {
 				// The harmful lines (kill -9 -1) run only once the PID

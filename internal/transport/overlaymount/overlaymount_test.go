@@ -51,3 +51,26 @@ func TestAvailableCached(t *testing.T) {
 		t.Errorf("a second transport probed again instead of reading the verdict: %v", err)
 	}
 }
+
+// BenchmarkAvailable: what a run's process pays to learn whether it can
+// mount an overlay: a probe (a mount and an unmount) when no verdict is
+// cached, a file read when one is.
+func BenchmarkAvailable(b *testing.B) {
+	root := filepath.Join(b.TempDir(), "layers")
+	if err := overlaymount.New(root).Available(); err != nil {
+		b.Skipf("overlay unavailable here: %v", err)
+	}
+	for _, cached := range []bool{false, true} {
+		name := map[bool]string{false: "probe", true: "cached"}[cached]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if !cached {
+					_ = os.Remove(filepath.Join(root, ".verdict-trusted"))
+				}
+				if err := overlaymount.New(root).Available(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
