@@ -153,7 +153,8 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		}
 		return err
 	})
-	if err != nil && errs.Is(err, errs.IoError) && w.exe == "" {
+	var me *errs.Error
+	if errors.As(err, &me) && me.Op == "overlay mount" && w.exe == "" {
 		overlay.ForgetProbe(t.Root, t.format()) // a mount the verdict promised failed: probe again next time
 	}
 	if err != nil {
