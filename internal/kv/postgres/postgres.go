@@ -1,27 +1,34 @@
 // Package postgres is the kv engine on PostgreSQL, through
 // github.com/jackc/pgx/v5: a store that many hosts share.
 //
-// A database holds one avfs store: a table of metadata and one table of
-// pairs per engine (Options.Table):
+// A database holds many avfs stores (Options.Table names one), all in
+// the same four tables (format 2, schema.go):
 //
-//	CREATE TABLE avfs_meta(key text PRIMARY KEY, value text NOT NULL)
-//	  -- ('application', 'avfs'), ('format', '1')
-//	CREATE TABLE avfs_kv(k bytea PRIMARY KEY, v bytea NOT NULL)
-//	CREATE TABLE avfs_leases(store text PRIMARY KEY, host, pid, token, expires)
+//	avfs_meta(key text PRIMARY KEY, value text NOT NULL)
+//	  -- ('application', 'avfs'), ('format', '2')
+//	avfs_stores(name text PRIMARY KEY, id bigint UNIQUE, created timestamptz)
+//	avfs_pairs(store bigint, k bytea, v bytea NOT NULL, PRIMARY KEY (store, k))
+//	avfs_leases(store text PRIMARY KEY, host, pid, token, expires)
 //
-// A lease (lease.go) names the one writer of a table across hosts.
+// A store is a row of avfs_stores and its pairs are the rows of
+// avfs_pairs under its id: making one is an INSERT (no DDL, no catalog
+// lock), and dropping one deletes its rows. A lease (lease.go) names the
+// one writer of a store across hosts. A format-1 database (a table per
+// store) is migrated in one transaction when first opened (migrate.go).
 //
 // bytea compares as memcmp, shorter first on a tie, which is kv's order,
 // whatever the database's collation. A Scan is a walk of the primary
-// key, fetched in pages of growing size, so a scan that stops early reads
-// little and fn may call Get (or Scan) on the same transaction.
+// key within the store's id, fetched in pages of growing size, so a scan
+// that stops early reads little and fn may call Get (or Scan) on the
+// same transaction.
 //
 // Views are REPEATABLE READ READ ONLY transactions, their snapshot taken
 // when View begins. Updates are SERIALIZABLE and begin by taking a
-// transaction-scoped advisory lock on their table, so the writers of one
+// session advisory lock of their store, so the writers of one
 // store queue (as SQLite's do) instead of failing one another; a
 // serialization failure or deadlock still possible against writers that
-// do not take it is retried, up to Options.Retries times. A wait for the
+// do not take it (those of other stores, whose rows share avfs_pairs's
+// index pages) is retried, up to Options.Retries times. A wait for the
 // lock longer than Options.LockTimeout is kv.ErrBusy. Puts and Deletes are
 // sent in pipelined batches before the next read and at commit: a write
 // transaction costs round trips for its reads, not for each write.
@@ -66,8 +73,9 @@ const (
 
 // Options tune an engine. The zero value is the defaults.
 type Options struct {
-	// Table holds the pairs: lower-case letters, digits and _, starting
-	// with a letter, at most 63 bytes.
+	// Table names the store in the database (a table of its own in
+	// format 1, whence the name): lower-case letters, digits and _,
+	// starting with a letter, at most 63 bytes.
 	Table string
 	// Retries bounds the retries of an Update that failed to serialize.
 	Retries int
@@ -79,7 +87,7 @@ type Options struct {
 	ConnTimeout time.Duration
 	// MaxConns sizes the connection pool (pgxpool's default when zero).
 	MaxConns int32
-	// Shared, when set, keeps a range of keys in a table every store of
+	// Shared, when set, keeps a range of keys in a store every store of
 	// the database naming it shares (shared.go).
 	Shared *Shared
 }
@@ -119,8 +127,8 @@ type DB struct {
 	opts    Options
 	where   string // the DSN without its password, for messages and Path
 	secret  string // the password, scrubbed from every message
-	lockID  int64  // the advisory lock of the table's writers
-	sql     statements
+	lockID  int64  // the advisory lock of the store's writers
+	id      int64  // the store's rows in avfs_pairs
 	shared  *shared // nil unless Options.Shared
 
 	mu      sync.Mutex
@@ -133,25 +141,35 @@ type DB struct {
 
 var _ kv.Engine = (*DB)(nil)
 
-// Create makes a new store table in the database dsn names, and the
-// store's metadata when the database has none yet. It fails with an error
-// wrapping os.ErrExist when the table exists, kv.ErrForeign when the
+// Create makes a new store in the database dsn names, and the database's
+// avfs tables when it has none yet. It fails with an error wrapping
+// os.ErrExist when the store exists, kv.ErrForeign when the
 // database holds another program's tables and no avfs metadata, and
 // kv.ErrNewerFormat when the metadata is a newer avfs's.
 func Create(dsn string, opts *Options) (*DB, error) {
-	return open(dsn, opts, true)
+	return open(dsn, opts, openCreate)
 }
 
-// Open opens an existing store table. It fails with an error wrapping
-// os.ErrNotExist when the database has no avfs store or not that table,
+// Open opens an existing store. It fails with an error wrapping
+// os.ErrNotExist when the database has no avfs store or not that one,
 // kv.ErrForeign when it is another program's, kv.ErrNewerFormat when a
 // newer avfs wrote it and kv.ErrCorrupt when its tables are not avfs's
 // shape; kv.ErrUnavailable when the server cannot be reached.
 func Open(dsn string, opts *Options) (*DB, error) {
-	return open(dsn, opts, false)
+	return open(dsn, opts, openStore)
 }
 
-func open(dsn string, o *Options, create bool) (*DB, error) {
+// How open prepares the engine: find the store, add it, or neither (an
+// engine for List, whose store may not exist).
+type openMode int
+
+const (
+	openStore openMode = iota
+	openCreate
+	openNone
+)
+
+func open(dsn string, o *Options, mode openMode) (*DB, error) {
 	opts, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -166,7 +184,6 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
-	db.sql = newStatements(opts.Table)
 	if db.shared, err = newShared(opts.Shared); err != nil {
 		return nil, err
 	}
@@ -188,7 +205,10 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	if err != nil {
 		return nil, db.wrap("connect", err)
 	}
-	if err := db.prepare(ctx, create); err != nil {
+	if mode == openNone {
+		return db, nil
+	}
+	if err := db.prepare(ctx, mode == openCreate, dsn); err != nil {
 		db.pool.Close() // maybe the server's fault: not for the next engine
 		return nil, err
 	}
@@ -214,7 +234,7 @@ func redact(c *pgx.ConnConfig) string {
 // Name implements kv.Engine.
 func (db *DB) Name() string { return Name }
 
-// Path is the store's address without its password, and the table.
+// Path is the store's address without its password, and its name.
 func (db *DB) Path() string { return db.where + "#" + db.opts.Table }
 
 // Capabilities implements kv.Capable.
@@ -355,7 +375,7 @@ func (db *DB) update(fn func(kv.Tx) error) error {
 	return nil
 }
 
-// begin acquires a connection, takes the table's writer lock and opens a
+// begin acquires a connection, takes the store's writer lock and opens a
 // write transaction. The lock is the session's, taken before BEGIN: a
 // serializable transaction's snapshot is taken by its first statement,
 // and one taken while waiting for the lock would predate the commit of

@@ -1,0 +1,150 @@
+package postgres_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agentvfs/agentvfs/internal/kv"
+	"github.com/agentvfs/agentvfs/internal/kv/postgres"
+	"github.com/agentvfs/agentvfs/internal/kv/postgres/pgtest"
+)
+
+// format1 is a format-1 database as the old code made it: a table per
+// store, two stores sharing chunks in a third, a lease, and a table of
+// another shape that is no store.
+const format1 = `
+CREATE TABLE avfs_meta (key text PRIMARY KEY, value text NOT NULL);
+INSERT INTO avfs_meta VALUES ('application', 'avfs'), ('format', '1');
+CREATE TABLE avfs_leases (store text PRIMARY KEY, host text NOT NULL, pid integer NOT NULL,
+	token text NOT NULL, expires timestamptz NOT NULL);
+CREATE TABLE avfs_kv (k bytea PRIMARY KEY, v bytea NOT NULL);
+INSERT INTO avfs_kv VALUES ('a', '1'), ('b', '2');
+CREATE TABLE va (k bytea PRIMARY KEY, v bytea NOT NULL);
+INSERT INTO va VALUES ('A', 'a''s own'), ('Z', 'a''s last');
+CREATE TABLE chunks (k bytea PRIMARY KEY, v bytea NOT NULL);
+INSERT INTO chunks VALUES ('C1', 'chunk one'), ('C2', 'chunk two');
+INSERT INTO avfs_leases VALUES ('va', 'gone-host', 1, 'tok', now() - interval '1 hour');
+CREATE TABLE notes (id int PRIMARY KEY, body text);
+`
+
+// TestFormat1Migrated: a format-1 database is migrated to the one table
+// at the first open, in one transaction: every store keeps its pairs
+// (the shared one included), the old tables are gone, the format is 2,
+// and a table that is no store is left alone.
+func TestFormat1Migrated(t *testing.T) {
+	db, dsn := newDB(t)
+	s := pgtest.Get(t)
+	must(t, s.Exec(db, format1))
+
+	e, err := postgres.Open(dsn, nil)
+	if err != nil {
+		t.Fatalf("open of a format-1 store: %v", err)
+	}
+	defer e.Close()
+	if got := scanAll(t, e); got != "a=1,b=2" {
+		t.Errorf("avfs_kv after migration: %q", got)
+	}
+	if n := count(t, s, db, "SELECT value::int FROM avfs_meta WHERE key = 'format'"); n != postgres.FormatVersion {
+		t.Errorf("format %d after migration, want %d", n, postgres.FormatVersion)
+	}
+	if n := count(t, s, db, "SELECT count(*) FROM pg_tables WHERE tablename IN ('avfs_kv', 'va', 'chunks')"); n != 0 {
+		t.Errorf("%d format-1 store tables left", n)
+	}
+	if n := count(t, s, db, "SELECT count(*) FROM notes"); n != 0 {
+		t.Errorf("notes: %d rows", n)
+	}
+	if n := count(t, s, db, "SELECT count(*) FROM avfs_stores"); n != 3 {
+		t.Errorf("%d stores, want 3", n)
+	}
+
+	va, err := postgres.Open(dsn, &postgres.Options{Table: "va", Shared: &postgres.Shared{Prefix: []byte("C"), Table: "chunks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer va.Close()
+	if got := scanAll(t, va); got != "A=a's own,C1=chunk one,C2=chunk two,Z=a's last" {
+		t.Errorf("va with its shared chunks after migration: %q", got)
+	}
+	// The old lease, expired, is still the store's and can be taken.
+	l, err := va.Lease(t.Context(), "host", 2, 0)
+	must(t, err)
+	must(t, l.Release())
+
+	// A second open finds format 2 and migrates nothing again.
+	e2, err := postgres.Open(dsn, nil)
+	must(t, err)
+	must(t, e2.Close())
+	if n := count(t, s, db, "SELECT count(*) FROM avfs_pairs"); n != 6 {
+		t.Errorf("%d pairs after a second open, want 6", n)
+	}
+}
+
+func scanAll(t *testing.T, e kv.Engine) string {
+	t.Helper()
+	out := ""
+	must(t, e.View(func(tx kv.Tx) error {
+		return tx.Scan(nil, nil, func(k, v []byte) (bool, error) {
+			if out != "" {
+				out += ","
+			}
+			out += string(k) + "=" + string(v)
+			return true, nil
+		})
+	}))
+	return out
+}
+
+// TestStoresAreRows: stores are rows of the database's four tables, not
+// tables: making and dropping them changes no schema, and a drop takes
+// its store's pairs and lease with it and leaves the others' alone.
+func TestStoresAreRows(t *testing.T) {
+	db, dsn := newDB(t)
+	s := pgtest.Get(t)
+	create1(t, dsn)
+	tables := count(t, s, db, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()")
+	if tables != 4 {
+		t.Errorf("%d tables in a new store, want 4", tables)
+	}
+	for _, name := range []string{"one", "two", "three"} {
+		e, err := postgres.Create(dsn, &postgres.Options{Table: name})
+		must(t, err)
+		must(t, e.Update(func(tx kv.Tx) error { return tx.Put([]byte("k"), []byte(name)) }))
+		_, err = e.Lease(t.Context(), "h", 1, 0)
+		must(t, err)
+		if name == "two" {
+			must(t, e.Close())
+			continue
+		}
+		defer e.Close()
+	}
+	if n := count(t, s, db, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"); n != tables {
+		t.Errorf("%d tables after 3 more stores, want %d", n, tables)
+	}
+	must(t, postgres.Drop(dsn, &postgres.Options{Table: "two"}))
+	must(t, postgres.Drop(dsn, &postgres.Options{Table: "two"})) // gone already: no error
+	if _, err := postgres.Open(dsn, &postgres.Options{Table: "two"}); err == nil {
+		t.Error("a dropped store opens")
+	}
+	if n := count(t, s, db, "SELECT count(*) FROM avfs_pairs"); n != 3 {
+		t.Errorf("%d pairs after the drop, want the 3 of avfs_kv, one and three", n)
+	}
+	if n := count(t, s, db, "SELECT count(*) FROM avfs_leases WHERE store = 'two'"); n != 0 {
+		t.Errorf("the dropped store's lease is left")
+	}
+	got, err := postgres.List(dsn, nil)
+	must(t, err)
+	names := ""
+	for _, st := range got {
+		names += st.Name + " "
+		if st.Age < 0 || st.Age > time.Minute {
+			t.Errorf("store %s is %v old", st.Name, st.Age)
+		}
+	}
+	if names != "avfs_kv one three " {
+		t.Errorf("List: %q", names)
+	}
+	_, empty := newDB(t)
+	if got, err := postgres.List(empty, nil); err != nil || len(got) != 0 {
+		t.Errorf("List of an empty database: %v, %v", got, err)
+	}
+}
