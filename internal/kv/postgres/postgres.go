@@ -125,10 +125,10 @@ type DB struct {
 	pool    *pgxpool.Pool
 	poolKey string // of parked pools (pools.go)
 	opts    Options
-	where   string // the DSN without its password, for messages and Path
-	secret  string // the password, scrubbed from every message
-	lockID  int64  // the advisory lock of the store's writers
-	id      int64  // the store's rows in avfs_pairs
+	where   string  // the DSN without its password, for messages and Path
+	secret  string  // the password, scrubbed from every message
+	lockID  int64   // the advisory lock of the store's writers
+	id      int64   // the store's rows in avfs_pairs
 	shared  *shared // nil unless Options.Shared
 
 	mu      sync.Mutex

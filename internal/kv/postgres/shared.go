@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 
-
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
 
