@@ -113,11 +113,11 @@ func TestStoreSharedByHomes(t *testing.T) {
 	}
 }
 
-// tables counts the vault tables of the store at dsn.
+// tables counts the vault stores of the store at dsn.
 func tables(t *testing.T, dsn string) int {
 	t.Helper()
 	s := pgtest.Get(t)
-	n, err := s.QueryInt(dbName(dsn), `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename ~ '^v[0-9a-f]{24}$'`)
+	n, err := s.QueryInt(dbName(dsn), `SELECT count(*) FROM avfs_stores WHERE name ~ '^v[0-9a-f]{24}$'`)
 	if err != nil {
 		t.Fatal(err)
 	}

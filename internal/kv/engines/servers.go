@@ -2,6 +2,7 @@ package engines
 
 import (
 	"strings"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/postgres"
@@ -9,7 +10,7 @@ import (
 
 // server is an engine whose store lives on a database server, named by an
 // address (a DSN) instead of a path. One address holds many stores, each
-// a table.
+// named (a table of its own once; rows of one table now).
 type server struct {
 	name    string
 	schemes []string
@@ -17,6 +18,7 @@ type server struct {
 	create  func(addr, table string, sh *Shared) (kv.Engine, error)
 	open    func(addr, table string, sh *Shared) (kv.Engine, error)
 	remove  func(addr, table string) error
+	list    func(addr string) ([]Stored, error)
 	redact  func(addr string) string
 }
 
@@ -33,6 +35,14 @@ var servers = []server{
 			return postgres.Open(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
 		},
 		remove: func(a, t string) error { return postgres.Drop(a, &postgres.Options{Table: t}) },
+		list: func(a string) ([]Stored, error) {
+			got, err := postgres.List(a, nil)
+			out := make([]Stored, len(got))
+			for i, s := range got {
+				out[i] = Stored{Name: s.Name, Age: s.Age}
+			}
+			return out, err
+		},
 		redact: postgres.Redact,
 	},
 }
@@ -127,6 +137,22 @@ func RemoveAt(addr, table string) error {
 		return errNotAddress(addr)
 	}
 	return s.remove(addr, table)
+}
+
+// Stored is one store at an address, as ListAt sees it.
+type Stored struct {
+	Name string
+	Age  time.Duration // since it was created, by the server's clock
+}
+
+// ListAt lists the stores at addr, by name; an address without avfs's
+// tables has none. Its errors are OpenAt's.
+func ListAt(addr string) ([]Stored, error) {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return nil, errNotAddress(addr)
+	}
+	return s.list(addr)
 }
 
 type errNotAddress string

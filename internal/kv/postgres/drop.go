@@ -31,7 +31,7 @@ func Drop(dsn string, opts *Options) error {
 	for attempt := 0; ; attempt++ {
 		err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(t pgx.Tx) error {
 			var b pgx.Batch
-			b.Queue(`DELETE FROM `+pairsTable+` WHERE store = $1`, db.id)
+			b.Queue(`DELETE FROM `+PairsTable+` WHERE store = $1`, db.id)
 			b.Queue(`DELETE FROM `+storesTable+` WHERE id = $1`, db.id)
 			b.Queue(`DELETE FROM `+leaseTable+` WHERE store = $1`, db.opts.Table)
 			return t.SendBatch(ctx, &b).Close()

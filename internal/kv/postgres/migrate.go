@@ -40,7 +40,7 @@ func (db *DB) migrate1(ctx context.Context, t pgx.Tx) error {
 		if err != nil {
 			return db.wrap("migrate", err)
 		}
-		q := `INSERT INTO ` + pairsTable + ` (store, k, v) SELECT ` + strconv.FormatInt(id, 10) + `, k, v FROM "` + name + `"; DROP TABLE "` + name + `"`
+		q := `INSERT INTO ` + PairsTable + ` (store, k, v) SELECT ` + strconv.FormatInt(id, 10) + `, k, v FROM "` + name + `"; DROP TABLE "` + name + `"`
 		if _, err := t.Exec(ctx, q); err != nil {
 			return db.wrap("migrate", err)
 		}

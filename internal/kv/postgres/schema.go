@@ -32,14 +32,15 @@ const Application = "avfs"
 const (
 	metaTable   = "avfs_meta"
 	storesTable = "avfs_stores"
-	pairsTable  = "avfs_pairs"
+	// PairsTable holds every store's pairs.
+	PairsTable = "avfs_pairs"
 )
 
 const (
 	createMeta   = `CREATE TABLE ` + metaTable + ` (key text PRIMARY KEY, value text NOT NULL)`
 	createStores = `CREATE TABLE ` + storesTable + ` (name text COLLATE "C" PRIMARY KEY,
 		id bigint GENERATED ALWAYS AS IDENTITY UNIQUE, created timestamptz NOT NULL DEFAULT now())`
-	createPairs = `CREATE TABLE ` + pairsTable + ` (store bigint NOT NULL, k bytea NOT NULL, v bytea NOT NULL,
+	createPairs = `CREATE TABLE ` + PairsTable + ` (store bigint NOT NULL, k bytea NOT NULL, v bytea NOT NULL,
 		PRIMARY KEY (store, k))`
 )
 
@@ -77,7 +78,7 @@ func (db *DB) prepare(ctx context.Context, create bool, dsn string) error {
 		(SELECT value FROM `+metaTable+` WHERE key = 'format'),
 		(SELECT id FROM `+storesTable+` WHERE name = $1),
 		(SELECT id FROM `+storesTable+` WHERE name = $2),
-		'`+pairsTable+`'::regclass::oid`, db.opts.Table, sharedName).Scan(&app, &format, &id, &sharedID, &oid)
+		'`+PairsTable+`'::regclass::oid`, db.opts.Table, sharedName).Scan(&app, &format, &id, &sharedID, &oid)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42P01" { // a table missing: a new or an older store
 		return db.prepareSlow(ctx, create, dsn)
@@ -168,11 +169,11 @@ func (db *DB) prepareSlow(ctx context.Context, create bool, dsn string) error {
 			return err
 		}
 	}
-	if err := db.checkShape(ctx, t, pairsTable, pairsShape, "store,k"); err != nil {
+	if err := db.checkShape(ctx, t, PairsTable, pairsShape, "store,k"); err != nil {
 		return err
 	}
 	var oid uint32
-	if err := t.QueryRow(ctx, `SELECT '`+pairsTable+`'::regclass::oid`).Scan(&oid); err != nil {
+	if err := t.QueryRow(ctx, `SELECT '`+PairsTable+`'::regclass::oid`).Scan(&oid); err != nil {
 		return db.wrap("inspect", err)
 	}
 	id, err := storeID(ctx, t, db.opts.Table)

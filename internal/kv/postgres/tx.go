@@ -36,7 +36,7 @@ func newStatements() statements {
 }
 
 func scanStatements(value string) statements {
-	const t = pairsTable
+	const t = PairsTable
 	sel := "SELECT k, " + value + " FROM " + t
 	return statements{
 		get:    "SELECT v FROM " + t + " WHERE store = $1 AND k = $2",
