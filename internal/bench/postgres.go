@@ -69,12 +69,13 @@ func Postgres(cfg Config, sections map[string]bool, hosts int) error {
 
 // postgresLayers measures fork, checkpoint save and restore of vaults in
 // a store, as a home sees them: a fork is a lookup in the store's catalog,
-// a new table, the fork's own O(1) writes and its name in the catalog.
+// a new store (a row, no DDL), the fork's own O(1) writes and its name in
+// the catalog.
 func postgresLayers(cfg Config, h *registry.Home, dsn string) error {
 	maxN := slices.Max(cfg.Counts)
 	fileSize := max(cfg.TotalBytes/int64(maxN), 1)
 	fmt.Fprintf(cfg.Out, "\n== layers, engine postgres: a store over a Unix socket, fsync on (files of %d bytes; median of %d) ==\n", fileSize, cfg.Reps)
-	fmt.Fprintf(cfg.Out, "%-10s %-12s %-12s %-18s %-18s %-18s %s\n", "files", "data", "populate", "checkpoint", "restore", "fork", "of which new table")
+	fmt.Fprintf(cfg.Out, "%-10s %-12s %-12s %-18s %-18s %-18s %s\n", "files", "data", "populate", "checkpoint", "restore", "fork", "of which new store")
 	var base [3]time.Duration
 	for i, n := range cfg.Counts {
 		name := fmt.Sprintf("base%d", n)
@@ -107,8 +108,8 @@ func postgresLayers(cfg Config, h *registry.Home, dsn string) error {
 		if err != nil {
 			return err
 		}
-		// What a fork's new table costs alone: the store's check,
-		// CREATE TABLE and a commit, on a warm pool.
+		// What a fork's new store costs alone: the database's check and
+		// an INSERT, on a warm pool.
 		table, err := median(cfg.Reps, func() error {
 			f++
 			e, err := engines.CreateAt(dsn, fmt.Sprintf("empty%d_%d", n, f))

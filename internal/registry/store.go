@@ -183,7 +183,7 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 	v, err := fill(eng)
 	if err != nil {
 		eng.Close()
-		_ = engines.RemoveAt(s.addr, table)
+		_ = engines.RemoveAt(s.addr, table, chunks)
 		return nil, err
 	}
 	entry, _ := json.Marshal(storeEntry{Table: table, VaultID: v.ID()})
@@ -200,7 +200,7 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 	})
 	if err != nil || taken {
 		v.Close()
-		_ = engines.RemoveAt(s.addr, table)
+		_ = engines.RemoveAt(s.addr, table, chunks)
 		if err != nil {
 			return nil, s.err("vault create", name, err)
 		}
@@ -233,7 +233,7 @@ func (s *store) remove(name string) error {
 	if err != nil || e.Table == "" {
 		return err
 	}
-	return engines.RemoveAt(s.addr, e.Table)
+	return engines.RemoveAt(s.addr, e.Table, chunks)
 }
 
 // UnnamedAge is how long a vault store no name points to is left before
@@ -281,7 +281,7 @@ func (s *store) sweep(age time.Duration) (int, error) {
 		if !vaultStoreRE.MatchString(st.Name) || named[st.Name] || st.Age < age {
 			continue
 		}
-		if err := engines.RemoveAt(s.addr, st.Name); err != nil {
+		if err := engines.RemoveAt(s.addr, st.Name, chunks); err != nil {
 			return n, err
 		}
 		n++

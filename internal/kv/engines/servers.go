@@ -17,7 +17,7 @@ type server struct {
 	caps    kv.Capabilities
 	create  func(addr, table string, sh *Shared) (kv.Engine, error)
 	open    func(addr, table string, sh *Shared) (kv.Engine, error)
-	remove  func(addr, table string) error
+	remove  func(addr, table string, sh *Shared) error
 	list    func(addr string) ([]Stored, error)
 	redact  func(addr string) string
 }
@@ -34,7 +34,9 @@ var servers = []server{
 		open: func(a, t string, sh *Shared) (kv.Engine, error) {
 			return postgres.Open(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
 		},
-		remove: func(a, t string) error { return postgres.Drop(a, &postgres.Options{Table: t}) },
+		remove: func(a, t string, sh *Shared) error {
+			return postgres.Drop(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
+		},
 		list: func(a string) ([]Stored, error) {
 			got, err := postgres.List(a, nil)
 			out := make([]Stored, len(got))
@@ -130,13 +132,15 @@ func OpenAt(addr, table string, shared ...Shared) (kv.Engine, error) {
 }
 
 // RemoveAt removes store table at addr; a table that is not there is not
-// an error. Its other errors are OpenAt's.
-func RemoveAt(addr, table string) error {
+// an error. Its other errors are OpenAt's. shared is CreateAt's: the
+// removal waits for the writers of the store, who take the shared
+// space's writer lock when it has one.
+func RemoveAt(addr, table string, shared ...Shared) error {
 	s, ok := lookupAddress(addr)
 	if !ok {
 		return errNotAddress(addr)
 	}
-	return s.remove(addr, table)
+	return s.remove(addr, table, first(shared))
 }
 
 // Stored is one store at an address, as ListAt sees it.

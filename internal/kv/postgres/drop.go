@@ -11,12 +11,12 @@ import (
 )
 
 // Drop removes store opts.Table (its pairs, its row and its lease) from
-// the database dsn names, in one serializable transaction. A store that
-// is not there is not an error; the errors are otherwise Open's. It costs
-// a delete per pair (a 100,000-pair store is 100,000 index entries
-// deleted and later vacuumed), not DDL. Writers of the store on other
-// engines fail to serialize against the drop, or lose their writes once
-// it has committed: drop only a store nobody uses.
+// the database dsn names, in one transaction under the store's writer
+// lock (opts.Shared's, as its writers take it). A store that is not
+// there is not an error; the errors are otherwise Open's. It costs a
+// delete per pair (a 100,000-pair store is 100,000 index entries deleted,
+// and vacuumed later), not DDL. An engine still open on the store after
+// the drop writes rows no store names: drop only a store nobody uses.
 func Drop(dsn string, opts *Options) error {
 	db, err := Open(dsn, opts)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -26,21 +26,26 @@ func Drop(dsn string, opts *Options) error {
 		return err
 	}
 	defer db.Close()
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.running.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), db.opts.Timeout)
 	defer cancel()
-	for attempt := 0; ; attempt++ {
-		err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(t pgx.Tx) error {
-			var b pgx.Batch
-			b.Queue(`DELETE FROM `+PairsTable+` WHERE store = $1`, db.id)
-			b.Queue(`DELETE FROM `+storesTable+` WHERE id = $1`, db.id)
-			b.Queue(`DELETE FROM `+leaseTable+` WHERE store = $1`, db.opts.Table)
-			return t.SendBatch(ctx, &b).Close()
-		})
-		if err == nil || !retryable(err) || attempt >= db.opts.Retries {
-			return db.wrap("drop", err)
-		}
-		time.Sleep(time.Millisecond << min(attempt, 6))
+	c, err := db.begin(ctx)
+	if err != nil {
+		return err
 	}
+	defer c.Release()
+	var b pgx.Batch
+	b.Queue(`DELETE FROM `+PairsTable+` WHERE store = $1`, db.id)
+	b.Queue(`DELETE FROM `+storesTable+` WHERE id = $1`, db.id)
+	b.Queue(`DELETE FROM `+leaseTable+` WHERE store = $1`, db.opts.Table)
+	if err := c.Conn().SendBatch(ctx, &b).Close(); err != nil {
+		db.abortWrite(c)
+		return db.wrap("drop", err)
+	}
+	return db.wrap("drop", db.end(ctx, c, "COMMIT"))
 }
 
 // Stored is one store of a database, as List sees it.

@@ -23,12 +23,17 @@
 // same transaction.
 //
 // Views are REPEATABLE READ READ ONLY transactions, their snapshot taken
-// when View begins. Updates are SERIALIZABLE and begin by taking a
-// session advisory lock of their store, so the writers of one
-// store queue (as SQLite's do) instead of failing one another; a
-// serialization failure or deadlock still possible against writers that
-// do not take it (those of other stores, whose rows share avfs_pairs's
-// index pages) is retried, up to Options.Retries times. A wait for the
+// when View begins. Updates first take a session advisory lock of their
+// store (the one of the shared store, for the stores sharing one), so
+// the writers of a store queue (as SQLite's do) and run one at a time,
+// each in a REPEATABLE READ transaction whose snapshot is taken once it
+// holds the lock: each sees every write before it, and their schedule
+// is serial. Writes are serializable so, without SSI's predicate locks:
+// on the one table every store shares, those would fail writers of
+// different stores against each other (an index page holds neighbouring
+// stores' keys, and a long scan's locks widen to the whole relation),
+// and a batch cannot be run again. A serialization failure or deadlock
+// still possible is retried, up to Options.Retries times. A wait for the
 // lock longer than Options.LockTimeout is kv.ErrBusy. Puts and Deletes are
 // sent in pipelined batches before the next read and at commit: a write
 // transaction costs round trips for its reads, not for each write.
@@ -191,7 +196,7 @@ func open(dsn string, o *Options, mode openMode) (*DB, error) {
 	if db.shared != nil {
 		// The writers of every store sharing the range queue on one
 		// lock: two of them storing the same new key at once would
-		// otherwise fail each other's serializable transactions, and a
+		// otherwise fail each other's transactions, and a
 		// batch (a mount's) cannot be run again.
 		h.Write([]byte("avfs:shared:" + db.shared.table))
 	} else {
@@ -376,10 +381,10 @@ func (db *DB) update(fn func(kv.Tx) error) error {
 }
 
 // begin acquires a connection, takes the store's writer lock and opens a
-// write transaction. The lock is the session's, taken before BEGIN: a
-// serializable transaction's snapshot is taken by its first statement,
-// and one taken while waiting for the lock would predate the commit of
-// the writer it waited for, and fail to serialize against it.
+// write transaction. The lock is the session's, taken before BEGIN: the
+// transaction's snapshot is taken by its first statement, and one taken
+// while waiting for the lock would predate the commit of the writer it
+// waited for.
 func (db *DB) begin(ctx context.Context) (*pgxpool.Conn, error) {
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
@@ -392,7 +397,7 @@ func (db *DB) begin(ctx context.Context) (*pgxpool.Conn, error) {
 		c.Release()
 		return nil, db.wrap("lock", err)
 	}
-	if _, err := c.Exec(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE"); err != nil {
+	if _, err := c.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		db.abortConn(c)
 		c.Release()
 		return nil, db.wrap("begin", err)
