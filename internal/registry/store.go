@@ -29,7 +29,9 @@ import (
 // serializable transaction that fails when another host took it
 // meanwhile. No creation lock spans hosts, and no name ever holds a
 // half-made vault; a creator that dies leaves at most a store no name
-// points to, which the engine dates, and sweep drops once it is old.
+// points to, which the server dates, and sweep drops once it is old. A
+// fork is three write transactions: the parent's pin, the fork's first
+// keys (its store's row with them), and its name.
 // (Format-1 catalogs also held "p" marks of such tables; sweep deletes
 // what is left of them.)
 type store struct {
@@ -174,8 +176,9 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 	var id [12]byte
 	_, _ = rand.Read(id[:])
 	table := "v" + hex.EncodeToString(id[:])
-	// The engine dates the new store: a creator killed before it names
-	// it leaves a store sweep finds by its name and age.
+	// The new store is written, and dated by the server, with fill's
+	// first commit: a creator killed before it names it leaves nothing
+	// or a store sweep finds by its name and age.
 	eng, err := engines.CreateAt(s.addr, table, chunks)
 	if err != nil {
 		return nil, s.err("vault create", name, err)

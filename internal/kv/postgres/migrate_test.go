@@ -1,7 +1,9 @@
 package postgres_test
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"testing"
 	"time"
 
@@ -199,5 +201,56 @@ func TestStoresDoNotConflict(t *testing.T) {
 	}
 	if b.Retries() != 0 {
 		t.Errorf("the other store's writer was retried %d times", b.Retries())
+	}
+}
+
+// TestCreateWrittenByFirstCommit: a store Create adds is written by its
+// first commit (no commit of its own), or by Close; until then no other
+// engine opens it, and of two creators of one name the second to commit
+// is told the store exists.
+func TestCreateWrittenByFirstCommit(t *testing.T) {
+	_, dsn := newDB(t)
+	create1(t, dsn) // the database's tables
+	opts := func(name string) *postgres.Options { return &postgres.Options{Table: name} }
+
+	x, err := postgres.Create(dsn, opts("x"))
+	must(t, err)
+	if _, err := postgres.Open(dsn, opts("x")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("open of a store before its first commit: %v", err)
+	}
+	must(t, x.Update(func(tx kv.Tx) error { return tx.Put([]byte("k"), []byte("x")) }))
+	x2, err := postgres.Open(dsn, opts("x"))
+	if err != nil {
+		t.Fatalf("open after the first commit: %v", err)
+	}
+	must(t, x2.Close())
+	must(t, x.Close())
+
+	y, err := postgres.Create(dsn, opts("y"))
+	must(t, err)
+	must(t, y.Close())
+	y2, err := postgres.Open(dsn, opts("y"))
+	if err != nil {
+		t.Fatalf("open of a store closed without a write: %v", err)
+	}
+	must(t, y2.Close())
+
+	z1, err := postgres.Create(dsn, opts("z"))
+	must(t, err)
+	z2, err := postgres.Create(dsn, opts("z"))
+	must(t, err)
+	b, err := z1.Batch()
+	must(t, err)
+	must(t, b.Step(func(tx kv.Tx) error { return tx.Put([]byte("k"), []byte("z1")) }))
+	must(t, b.Commit())
+	err = z2.Update(func(tx kv.Tx) error { return tx.Put([]byte("k"), []byte("z2")) })
+	wantErr(t, "the second creator's first commit", err, fs.ErrExist)
+	must(t, z1.Close())
+	z2.Close()
+	z, err := postgres.Open(dsn, opts("z"))
+	must(t, err)
+	defer z.Close()
+	if got := scanAll(t, z); got != "k=z1" {
+		t.Errorf("z holds %q, want the first creator's k=z1", got)
 	}
 }

@@ -48,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"math/rand/v2"
 	"regexp"
 	"sync"
@@ -135,6 +136,8 @@ type DB struct {
 	lockID  int64   // the advisory lock of the store's writers
 	id      int64   // the store's rows in avfs_pairs
 	shared  *shared // nil unless Options.Shared
+
+	unwritten atomic.Bool // the store's row awaits the first commit (newstore.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -275,8 +278,9 @@ func (db *DB) Close() error {
 		_ = l.Release()
 	}
 	db.running.Wait()
+	err := db.writeStore()
 	parkPool(db.poolKey, db.pool)
-	return nil
+	return err
 }
 
 func (db *DB) enter() error {
@@ -353,7 +357,8 @@ func (db *DB) update(fn func(kv.Tx) error) error {
 		return err
 	}
 	defer c.Release()
-	t := &tx{db: db, ctx: ctx, c: c.Conn(), write: true, w: &writes{}}
+	w := db.newWrites()
+	t := &tx{db: db, ctx: ctx, c: c.Conn(), write: true, w: w}
 	ended := false
 	defer func() {
 		t.done = true
@@ -377,6 +382,7 @@ func (db *DB) update(fn func(kv.Tx) error) error {
 	if err := db.end(ctx, c, "COMMIT"); err != nil {
 		return db.wrap("commit", err)
 	}
+	db.committed(w)
 	return nil
 }
 
@@ -458,6 +464,9 @@ func (db *DB) wrap(op string, err error) error {
 		switch {
 		case pe.Code == "55P03":
 			return &pgError{db: db, op: op, err: err, kind: kv.ErrBusy}
+		case pe.Code == "23505" && pe.TableName == storesTable:
+			// Another engine created the store first (newstore.go).
+			return &pgError{db: db, op: op + " store " + db.opts.Table, err: err, kind: fs.ErrExist}
 		case retryable(err):
 			return &pgError{db: db, op: op, err: err}
 		case pe.Code == "28P01" || pe.Code == "28000" || pe.Code == "3D000" || pe.Code[:2] == "08" || pe.Code == "57P01" || pe.Code == "57P03":

@@ -73,12 +73,19 @@ func (db *DB) prepare(ctx context.Context, create bool, dsn string) error {
 	var app, format *string
 	var id, sharedID *int64
 	var oid uint32
-	err := db.pool.QueryRow(ctx, `SELECT
-		(SELECT value FROM `+metaTable+` WHERE key = 'application'),
-		(SELECT value FROM `+metaTable+` WHERE key = 'format'),
-		(SELECT id FROM `+storesTable+` WHERE name = $1),
-		(SELECT id FROM `+storesTable+` WHERE name = $2),
-		'`+PairsTable+`'::regclass::oid`, db.opts.Table, sharedName).Scan(&app, &format, &id, &sharedID, &oid)
+	var reserved int64
+	q := `SELECT
+		(SELECT value FROM ` + metaTable + ` WHERE key = 'application'),
+		(SELECT value FROM ` + metaTable + ` WHERE key = 'format'),
+		(SELECT id FROM ` + storesTable + ` WHERE name = $1),
+		(SELECT id FROM ` + storesTable + ` WHERE name = $2),
+		'` + PairsTable + `'::regclass::oid`
+	dest := []any{&app, &format, &id, &sharedID, &oid}
+	if create { // an id for the new store, written by its first commit (newstore.go)
+		q += `, nextval(pg_get_serial_sequence('` + storesTable + `', 'id'))`
+		dest = append(dest, &reserved)
+	}
+	err := db.pool.QueryRow(ctx, q, db.opts.Table, sharedName).Scan(dest...)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42P01" { // a table missing: a new or an older store
 		return db.prepareSlow(ctx, create, dsn)
@@ -105,12 +112,9 @@ func (db *DB) prepare(ctx context.Context, create bool, dsn string) error {
 	case !create:
 		return fmt.Errorf("%s: no store %s in this database: %w", db.where, db.opts.Table, os.ErrNotExist)
 	}
-	err = db.pool.QueryRow(ctx, `INSERT INTO `+storesTable+` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id`,
-		db.opts.Table).Scan(&db.id)
-	if errors.Is(err, pgx.ErrNoRows) { // another creator won
-		return fmt.Errorf("%s: store %s: %w", db.where, db.opts.Table, os.ErrExist)
-	}
-	return db.wrap("create", err)
+	db.id = reserved
+	db.unwritten.Store(true)
+	return nil
 }
 
 // prepareSlow checks the database is an avfs store of a known format

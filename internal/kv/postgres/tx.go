@@ -77,9 +77,10 @@ type op struct {
 // writes are a transaction's writes not yet sent; a batch's steps share
 // them.
 type writes struct {
-	pending []op
-	bytes   int
-	flushes int // how many times pending was sent
+	pending   []op
+	bytes     int
+	flushes   int  // how many times pending was sent
+	addsStore bool // the store's row is among them (newstore.go)
 }
 
 // tx is one transaction (or one batch step) on one connection.
