@@ -179,7 +179,7 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 	// The new store is written, and dated by the server, with fill's
 	// first commit: a creator killed before it names it leaves nothing
 	// or a store sweep finds by its name and age.
-	eng, err := engines.CreateAt(s.addr, table, chunks)
+	eng, err := engines.CreateUniqueAt(s.addr, table, chunks)
 	if err != nil {
 		return nil, s.err("vault create", name, err)
 	}

@@ -15,7 +15,7 @@ type server struct {
 	name    string
 	schemes []string
 	caps    kv.Capabilities
-	create  func(addr, table string, sh *Shared) (kv.Engine, error)
+	create  func(addr, table string, unique bool, sh *Shared) (kv.Engine, error)
 	open    func(addr, table string, sh *Shared) (kv.Engine, error)
 	remove  func(addr, table string, sh *Shared) error
 	list    func(addr string) ([]Stored, error)
@@ -28,8 +28,8 @@ var servers = []server{
 		name:    postgres.Name,
 		schemes: []string{"postgres://", "postgresql://"},
 		caps:    postgres.Caps,
-		create: func(a, t string, sh *Shared) (kv.Engine, error) {
-			return postgres.Create(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
+		create: func(a, t string, unique bool, sh *Shared) (kv.Engine, error) {
+			return postgres.Create(a, &postgres.Options{Table: t, Shared: pgShared(sh), Unique: unique})
 		},
 		open: func(a, t string, sh *Shared) (kv.Engine, error) {
 			return postgres.Open(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
@@ -117,7 +117,19 @@ func CreateAt(addr, table string, shared ...Shared) (kv.Engine, error) {
 	if !ok {
 		return nil, errNotAddress(addr)
 	}
-	return s.create(addr, table, first(shared))
+	return s.create(addr, table, false, first(shared))
+}
+
+// CreateUniqueAt is CreateAt for a table name no other creator can
+// choose (a random one): the engine may then make the store with its
+// first commit rather than a commit of its own, and other engines open
+// it only from then on.
+func CreateUniqueAt(addr, table string, shared ...Shared) (kv.Engine, error) {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return nil, errNotAddress(addr)
+	}
+	return s.create(addr, table, true, first(shared))
 }
 
 // OpenAt opens store table at addr, with CreateAt's errors and

@@ -204,14 +204,15 @@ func TestStoresDoNotConflict(t *testing.T) {
 	}
 }
 
-// TestCreateWrittenByFirstCommit: a store Create adds is written by its
-// first commit (no commit of its own), or by Close; until then no other
-// engine opens it, and of two creators of one name the second to commit
-// is told the store exists.
+// TestCreateWrittenByFirstCommit: a store Create adds with Unique is
+// written by its first commit (no commit of its own), or by Close; until
+// then no other engine opens it, and of two creators of one name (which
+// Unique promises never happens) the second to commit is told the store
+// exists. Without Unique the second Create is told at once.
 func TestCreateWrittenByFirstCommit(t *testing.T) {
 	_, dsn := newDB(t)
 	create1(t, dsn) // the database's tables
-	opts := func(name string) *postgres.Options { return &postgres.Options{Table: name} }
+	opts := func(name string) *postgres.Options { return &postgres.Options{Table: name, Unique: true} }
 
 	x, err := postgres.Create(dsn, opts("x"))
 	must(t, err)
@@ -253,4 +254,10 @@ func TestCreateWrittenByFirstCommit(t *testing.T) {
 	if got := scanAll(t, z); got != "k=z1" {
 		t.Errorf("z holds %q, want the first creator's k=z1", got)
 	}
+
+	w1, err := postgres.Create(dsn, &postgres.Options{Table: "w"})
+	must(t, err)
+	defer w1.Close()
+	_, err = postgres.Create(dsn, &postgres.Options{Table: "w"})
+	wantErr(t, "a second Create of a store not yet written to", err, fs.ErrExist)
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 )
 
-// A store Create adds on the fast path is written with the engine's
-// first commit, not one of its own: a fork's new vault costs no commit
-// beyond the one of its first keys. Until then its id is reserved (from
-// the identity's sequence) and no other engine sees the store; Close
-// writes it if no commit did, so a store Create made exists once its
-// engine is closed. A creator killed before either leaves nothing.
+// A store Create adds with Options.Unique (on the fast path) is written
+// with the engine's first commit, not one of its own: a fork's new vault,
+// named at random, costs no commit beyond the one of its first keys.
+// Until then its id is reserved (from the identity's sequence) and no
+// other engine sees the store; Close writes it if no commit did, so a
+// store Create made exists once its engine is closed. A creator killed
+// before either leaves nothing. Without Unique two creators of one name
+// would both be told yes, and the second learn otherwise only at its
+// first commit (the store's name is unique: fs.ErrExist then).
 const addStoreSQL = `INSERT INTO ` + storesTable + ` (name, id) OVERRIDING SYSTEM VALUE
 	SELECT $1::text, $2::bigint WHERE NOT EXISTS (SELECT 1 FROM ` + storesTable + ` WHERE id = $2)`
 

@@ -96,6 +96,10 @@ type Options struct {
 	// Shared, when set, keeps a range of keys in a store every store of
 	// the database naming it shares (shared.go).
 	Shared *Shared
+	// Unique tells Create that no other creator can choose Table (a
+	// random name): the store's row is then written with the engine's
+	// first commit instead of a commit of its own (newstore.go).
+	Unique bool
 }
 
 var tableRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -150,7 +154,9 @@ type DB struct {
 var _ kv.Engine = (*DB)(nil)
 
 // Create makes a new store in the database dsn names, and the database's
-// avfs tables when it has none yet. It fails with an error wrapping
+// avfs tables when it has none yet. With Options.Unique the store is
+// written by the engine's first commit or its Close, and other engines
+// open it from then on. It fails with an error wrapping
 // os.ErrExist when the store exists, kv.ErrForeign when the
 // database holds another program's tables and no avfs metadata, and
 // kv.ErrNewerFormat when the metadata is a newer avfs's.

@@ -81,7 +81,7 @@ func (db *DB) prepare(ctx context.Context, create bool, dsn string) error {
 		(SELECT id FROM ` + storesTable + ` WHERE name = $2),
 		'` + PairsTable + `'::regclass::oid`
 	dest := []any{&app, &format, &id, &sharedID, &oid}
-	if create { // an id for the new store, written by its first commit (newstore.go)
+	if create && db.opts.Unique { // an id for the new store, written by its first commit (newstore.go)
 		q += `, nextval(pg_get_serial_sequence('` + storesTable + `', 'id'))`
 		dest = append(dest, &reserved)
 	}
@@ -111,10 +111,17 @@ func (db *DB) prepare(ctx context.Context, create bool, dsn string) error {
 		return nil
 	case !create:
 		return fmt.Errorf("%s: no store %s in this database: %w", db.where, db.opts.Table, os.ErrNotExist)
+	case db.opts.Unique:
+		db.id = reserved
+		db.unwritten.Store(true)
+		return nil
 	}
-	db.id = reserved
-	db.unwritten.Store(true)
-	return nil
+	err = db.pool.QueryRow(ctx, `INSERT INTO `+storesTable+` (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id`,
+		db.opts.Table).Scan(&db.id)
+	if errors.Is(err, pgx.ErrNoRows) { // another creator won
+		return fmt.Errorf("%s: store %s: %w", db.where, db.opts.Table, os.ErrExist)
+	}
+	return db.wrap("create", err)
 }
 
 // prepareSlow checks the database is an avfs store of a known format
