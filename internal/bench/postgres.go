@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,10 +21,11 @@ import (
 // Postgres runs the PostgreSQL sections on a server of its own, started
 // as the tests start theirs but with fsync on, over a Unix socket: layers
 // (fork, checkpoint save and restore through a home on the store), io
-// (file I/O in a store's vault, beside SQLite's section) and fleet (hosts
-// processes with homes of their own forking one base and running proxy
-// exec at once). Without a server it says why and measures nothing.
-func Postgres(cfg Config, sections map[string]bool, hosts int) error {
+// (file I/O in a store's vault, beside SQLite's section), mount (the
+// mount's read-tree and git round, MountStore, mountReps times) and fleet
+// (hosts processes with homes of their own forking one base and running
+// proxy exec at once). Without a server it says why and measures nothing.
+func Postgres(cfg Config, sections map[string]bool, hosts, mountReps int) error {
 	srv, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
 		fmt.Fprintf(cfg.Out, "\n== postgres: skipped, no server: %v ==\n", err)
@@ -57,6 +59,17 @@ func Postgres(cfg Config, sections map[string]bool, hosts int) error {
 			return err
 		}
 	}
+	if sections["mount"] {
+		_, dsn, err := store("mount")
+		if err != nil {
+			return err
+		}
+		slow := cfg
+		slow.Reps = mountReps
+		if err := MountStore(slow, dsn); err != nil {
+			return err
+		}
+	}
 	if sections["fleet"] {
 		_, dsn, err := store("fleet")
 		if err != nil {
@@ -69,13 +82,15 @@ func Postgres(cfg Config, sections map[string]bool, hosts int) error {
 
 // postgresLayers measures fork, checkpoint save and restore of vaults in
 // a store, as a home sees them: a fork is a lookup in the store's catalog,
-// a new table, the fork's own O(1) writes and its name in the catalog.
+// a new store (a row, no DDL), the fork's own O(1) writes and its name in
+// the catalog.
 func postgresLayers(cfg Config, h *registry.Home, dsn string) error {
 	maxN := slices.Max(cfg.Counts)
 	fileSize := max(cfg.TotalBytes/int64(maxN), 1)
 	fmt.Fprintf(cfg.Out, "\n== layers, engine postgres: a store over a Unix socket, fsync on (files of %d bytes; median of %d) ==\n", fileSize, cfg.Reps)
-	fmt.Fprintf(cfg.Out, "%-10s %-12s %-12s %-18s %-18s %-18s %s\n", "files", "data", "populate", "checkpoint", "restore", "fork", "of which new table")
+	fmt.Fprintf(cfg.Out, "%-10s %-12s %-12s %-18s %-18s %-18s %s\n", "files", "data", "populate", "checkpoint", "restore", "fork", "of which new store")
 	var base [3]time.Duration
+	var drops []string
 	for i, n := range cfg.Counts {
 		name := fmt.Sprintf("base%d", n)
 		v, err := h.Create(name, registry.CreateOptions{})
@@ -96,9 +111,11 @@ func postgresLayers(cfg Config, h *registry.Home, dsn string) error {
 		}
 		v.Close()
 		f := 0
+		var forks []string
 		fork, err := median(cfg.Reps, func() error {
 			f++
-			fv, err := h.Fork(name, fmt.Sprintf("fork%d_%d", n, f))
+			forks = append(forks, fmt.Sprintf("fork%d_%d", n, f))
+			fv, err := h.Fork(name, forks[len(forks)-1])
 			if err != nil {
 				return err
 			}
@@ -107,8 +124,8 @@ func postgresLayers(cfg Config, h *registry.Home, dsn string) error {
 		if err != nil {
 			return err
 		}
-		// What a fork's new table costs alone: the store's check,
-		// CREATE TABLE and a commit, on a warm pool.
+		// What a fork's new store costs alone: the database's check and
+		// an INSERT, on a warm pool.
 		table, err := median(cfg.Reps, func() error {
 			f++
 			e, err := engines.CreateAt(dsn, fmt.Sprintf("empty%d_%d", n, f))
@@ -129,8 +146,21 @@ func postgresLayers(cfg Config, h *registry.Home, dsn string) error {
 		}
 		fmt.Fprintf(cfg.Out, "%-10d %-12s %-12s %-18s %-18s %-18s %s\n", n, human(int64(n)*fileSize),
 			fmt.Sprintf("%.1f s", fill.Seconds()), cell(0), cell(1), cell(2), ms(table))
+		// A vault's delete is a delete of its rows: O(rows), unlike the
+		// fork. The forks go first (they stand on it).
+		for _, fk := range forks {
+			if err := h.Delete(fk); err != nil {
+				return err
+			}
+		}
+		start = time.Now()
+		if err := h.Delete(name); err != nil {
+			return err
+		}
+		drops = append(drops, fmt.Sprintf("%d files %s", n, ms(time.Since(start))))
 	}
 	fmt.Fprintln(cfg.Out, "target: under 20 ms at 100,000 files over a Unix socket")
+	fmt.Fprintf(cfg.Out, "vault delete (its rows; chunks wait for gc): %s\n", strings.Join(drops, ", "))
 	return nil
 }
 

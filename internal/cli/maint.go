@@ -80,13 +80,17 @@ func collectAfterWrite(v *vfs.Vault) {
 
 type gcResult struct {
 	Vault string `json:"vault"`
-	vfs.GCStats
+	registry.GCStats
 	DurationMS float64 `json:"duration_ms"`
 }
 
 func (r gcResult) human(w io.Writer) {
-	fmt.Fprintf(w, "%s: freed %d chunks (%s), kept %d; file %s smaller\n", r.Vault, r.ChunksFreed,
+	fmt.Fprintf(w, "%s: freed %d chunks (%s), kept %d; file %s smaller", r.Vault, r.ChunksFreed,
 		sizeString(r.BytesFreed), r.ChunksKept, sizeString(r.BytesReclaimed))
+	if r.UnnamedSwept > 0 {
+		fmt.Fprintf(w, "; swept %d unnamed vaults of the store (left by killed creates or deletes)", r.UnnamedSwept)
+	}
+	fmt.Fprintln(w)
 }
 
 func (a *app) gcCmd() *cobra.Command {
@@ -102,8 +106,9 @@ enough room went into use since the last run; avfs gc runs it now.
 
 The vaults of a store share one chunk space: there gc frees the data that
 no vault of the store maps, and frees nothing if one cannot be read. It
-first drops the vault tables no name has pointed to for an hour (left by
-a vault create or delete that was killed midway).`,
+first drops the vaults no name points to that were made over an hour ago
+(left by a vault create or delete that was killed midway), and says how
+many (unnamed_swept).`,
 		Args: exactArgs(0),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			return a.withVault(func(h *registry.Home, v *vfs.Vault) (any, error) {

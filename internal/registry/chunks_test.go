@@ -13,7 +13,7 @@ import (
 // chunkRows counts the chunks of the store's shared space.
 func chunkRows(t *testing.T, dsn string) int {
 	t.Helper()
-	n, err := pgtest.Get(t).QueryInt(dbName(dsn), `SELECT count(*) FROM avfs_chunks WHERE length(k) = 33`)
+	n, err := pgtest.Get(t).QueryInt(dbName(dsn), `SELECT count(*) FROM avfs_pairs p JOIN avfs_stores s ON s.id = p.store WHERE s.name = 'avfs_chunks' AND length(k) = 33`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,17 +8,27 @@ import (
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
+// GCStats is what Home.GC did: the vault's collection and, in a store,
+// the vaults it swept that killed creates or deletes had left unnamed.
+type GCStats struct {
+	vfs.GCStats
+	UnnamedSwept int `json:"unnamed_swept"`
+}
+
 // GC collects the garbage of open vault v (vfs.Vault.GC). The chunks of a
-// vault in a store are in the space all its vaults share: GC then frees
-// those that no chunk map of any vault of the store names
+// vault in a store are in the space all its vaults share: GC then first
+// sweeps the vaults no name points to (SweepUnnamed, UnnamedAge), and
+// frees the chunks that no chunk map of any vault of the store names
 // (vfs.CollectShared), and fails, freeing none, when it cannot read every
 // vault of the store.
-func (h *Home) GC(v *vfs.Vault) (vfs.GCStats, error) {
-	st, err := v.GC()
+func (h *Home) GC(v *vfs.Vault) (GCStats, error) {
+	var st GCStats
+	var err error
+	st.GCStats, err = v.GC()
 	if err != nil || h.Store == "" {
 		return st, err
 	}
-	if _, err := h.SweepUnnamed(UnnamedAge); err != nil {
+	if st.UnnamedSwept, err = h.SweepUnnamed(UnnamedAge); err != nil {
 		return st, err
 	}
 	names, err := h.place.names()
@@ -51,9 +61,9 @@ func (h *Home) GC(v *vfs.Vault) (vfs.GCStats, error) {
 	return st, err
 }
 
-// SweepUnnamed drops the vault tables of the home's store that no name
-// has pointed to for age or longer (store.sweep), and says how many; a
-// home without a store has none. Home.GC sweeps those older than
+// SweepUnnamed drops the vaults of the home's store that no name points
+// to and that were created age or longer ago (store.sweep), and says how
+// many; a home without a store has none. Home.GC sweeps those older than
 // UnnamedAge.
 func (h *Home) SweepUnnamed(age time.Duration) (int, error) {
 	s, ok := h.place.(*store)

@@ -599,7 +599,8 @@ func (h *Home) Compact(name string) (vfs.CompactStats, vfs.GCStats, error) {
 	if err != nil {
 		return cs, vfs.GCStats{}, err
 	}
-	gs, err := h.GC(v)
+	st, err := h.GC(v)
+	gs := st.GCStats
 	if err != nil {
 		return cs, gs, err
 	}

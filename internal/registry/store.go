@@ -1,12 +1,14 @@
 package registry
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
@@ -16,21 +18,22 @@ import (
 )
 
 // store is the place of a home whose vaults live in a database many homes
-// share (AVFS_STORE=postgres://…): each vault a table of its own, named
-// in the store's catalog, a kv table of the same store:
+// share (AVFS_STORE=postgres://…): each vault an engine store of its own
+// (rows of the database's one pairs table, no table per vault), named in
+// the store's catalog, a kv store of the same database:
 //
-//	"v" name    JSON storeEntry: the vault's table and id
-//	"p" table   JSON unnamedEntry: a table no name points to (yet, or any
-//	            more): written before create makes the table and taken out
-//	            in the transaction that names it; written in the one that
-//	            takes a deleted vault's name out and taken out once the
-//	            table is dropped. sweep drops the tables of old ones.
+//	"v" name    JSON storeEntry: the vault's store and id
 //
-// A vault gets its name only once it is complete: create fills a table of
-// a fresh random name, then adds the name in one serializable transaction
-// that fails when another host took it meanwhile. No creation lock spans
-// hosts, and no name ever holds a half-made vault; a creator that dies
-// leaves at most a table no name points to.
+// A vault gets its name only once it is complete: create fills a store of
+// a fresh random name (v + 24 hex digits), then adds the name in one
+// serializable transaction that fails when another host took it
+// meanwhile. No creation lock spans hosts, and no name ever holds a
+// half-made vault; a creator that dies leaves at most a store no name
+// points to, which the server dates, and sweep drops once it is old. A
+// fork is three write transactions: the parent's pin, the fork's first
+// keys (its store's row with them), and its name.
+// (Format-1 catalogs also held "p" marks of such tables; sweep deletes
+// what is left of them.)
 type store struct {
 	addr   string // as the user gave it, password included: never printed
 	engine string
@@ -51,26 +54,11 @@ type storeEntry struct {
 
 func catalogKey(name string) []byte { return append([]byte{'v'}, name...) }
 
-// unnamedEntry marks a vault table that no name points to, since Since.
-type unnamedEntry struct {
-	Since time.Time `json:"since"`
-}
+// vaultStoreRE matches the names create gives the stores of vaults.
+var vaultStoreRE = regexp.MustCompile(`^v[0-9a-f]{24}$`)
 
-func unnamedKey(table string) []byte { return append([]byte{'p'}, table...) }
-
-// markUnnamed records table in the catalog as one no name points to.
-func markUnnamed(tx kv.Tx, table string) error {
-	b, _ := json.Marshal(unnamedEntry{Since: time.Now().UTC()})
-	return tx.Put(unnamedKey(table), b)
-}
-
-// dropUnnamed drops table, then takes its mark out.
-func (s *store) dropUnnamed(cat kv.Engine, table string) error {
-	if err := engines.RemoveAt(s.addr, table); err != nil {
-		return err
-	}
-	return cat.Update(func(tx kv.Tx) error { return tx.Delete(unnamedKey(table)) })
-}
+// legacyMark is the catalog's range of format-1 marks of unnamed tables.
+var legacyMark = [2][]byte{{'p'}, {'q'}}
 
 // storeErr is err of the store, typed, naming the store without its password.
 func (s *store) err(op, name string, err error) error {
@@ -188,20 +176,17 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 	var id [12]byte
 	_, _ = rand.Read(id[:])
 	table := "v" + hex.EncodeToString(id[:])
-	// Marked before it exists: a creator killed before it names the
-	// table leaves a mark that sweep finds.
-	if err := cat.Update(func(tx kv.Tx) error { return markUnnamed(tx, table) }); err != nil {
-		return nil, s.err("vault create", name, err)
-	}
-	eng, err := engines.CreateAt(s.addr, table, chunks)
+	// The new store is written, and dated by the server, with fill's
+	// first commit: a creator killed before it names it leaves nothing
+	// or a store sweep finds by its name and age.
+	eng, err := engines.CreateUniqueAt(s.addr, table, chunks)
 	if err != nil {
-		_ = s.dropUnnamed(cat, table)
 		return nil, s.err("vault create", name, err)
 	}
 	v, err := fill(eng)
 	if err != nil {
 		eng.Close()
-		_ = s.dropUnnamed(cat, table)
+		_ = engines.RemoveAt(s.addr, table, chunks)
 		return nil, err
 	}
 	entry, _ := json.Marshal(storeEntry{Table: table, VaultID: v.ID()})
@@ -214,14 +199,11 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 		case !errors.Is(err, kv.ErrNotFound):
 			return err
 		}
-		if err := tx.Delete(unnamedKey(table)); err != nil {
-			return err
-		}
 		return tx.Put(catalogKey(name), entry)
 	})
 	if err != nil || taken {
 		v.Close()
-		_ = s.dropUnnamed(cat, table)
+		_ = engines.RemoveAt(s.addr, table, chunks)
 		if err != nil {
 			return nil, s.err("vault create", name, err)
 		}
@@ -231,7 +213,8 @@ func (s *store) create(name, engine string, fill func(kv.Engine) (*vfs.Vault, er
 }
 
 // remove takes the name out of the catalog first, so no home opens the
-// table while it is dropped; a crash between leaves an unnamed table.
+// vault's store while it is dropped; a crash between leaves an unnamed
+// store, which sweep drops.
 func (s *store) remove(name string) error {
 	cat, err := s.catalog(false)
 	if err != nil || cat == nil {
@@ -248,40 +231,47 @@ func (s *store) remove(name string) error {
 			return err
 		}
 		_ = json.Unmarshal(b, &e)
-		if e.Table != "" {
-			if err := markUnnamed(tx, e.Table); err != nil {
-				return err
-			}
-		}
 		return tx.Delete(catalogKey(name))
 	})
 	if err != nil || e.Table == "" {
 		return err
 	}
-	return s.dropUnnamed(cat, e.Table)
+	return engines.RemoveAt(s.addr, e.Table, chunks)
 }
 
-// UnnamedAge is how long a vault table no name points to is left before
-// sweep drops it: longer than any creation takes, and than a reader that
-// opened a vault just deleted keeps reading it.
+// UnnamedAge is how long a vault store no name points to is left before
+// sweep drops it: longer than any creation takes.
 const UnnamedAge = time.Hour
 
-// sweep drops the vault tables no name has pointed to for longer than
-// age: those of creators killed before they named them, and of deletes
-// killed before they dropped them. It returns how many it dropped.
+// sweep drops the vault stores no name points to that were created age
+// or longer ago: those of creators killed before they named them, and of
+// deletes killed before they dropped them. It returns how many it
+// dropped.
 func (s *store) sweep(age time.Duration) (int, error) {
 	cat, err := s.catalog(false)
 	if err != nil || cat == nil {
 		return 0, err
 	}
 	defer cat.Close()
-	var old []string
-	now := time.Now()
+	stored, err := engines.ListAt(s.addr)
+	if err != nil {
+		return 0, err
+	}
+	// The names are read after the list: a store named meanwhile is seen
+	// named.
+	named := map[string]bool{}
+	var marks [][]byte
 	err = cat.View(func(tx kv.Tx) error {
-		return tx.Scan([]byte{'p'}, []byte{'q'}, func(k, v []byte) (bool, error) {
-			var u unnamedEntry
-			if json.Unmarshal(v, &u) != nil || now.Sub(u.Since) >= age {
-				old = append(old, string(k[1:]))
+		if err := kv.ScanKeys(tx, legacyMark[0], legacyMark[1], func(k []byte) (bool, error) {
+			marks = append(marks, bytes.Clone(k))
+			return true, nil
+		}); err != nil {
+			return err
+		}
+		return tx.Scan([]byte{'v'}, []byte{'w'}, func(_, v []byte) (bool, error) {
+			var e storeEntry
+			if json.Unmarshal(v, &e) == nil {
+				named[e.Table] = true
 			}
 			return true, nil
 		})
@@ -290,31 +280,27 @@ func (s *store) sweep(age time.Duration) (int, error) {
 		return 0, err
 	}
 	n := 0
-	for _, table := range old {
-		named := false
-		err := cat.View(func(tx kv.Tx) error {
-			return tx.Scan([]byte{'v'}, []byte{'w'}, func(_, v []byte) (bool, error) {
-				var e storeEntry
-				named = json.Unmarshal(v, &e) == nil && e.Table == table
-				return !named, nil
-			})
-		})
-		if err != nil {
+	for _, st := range stored {
+		if !vaultStoreRE.MatchString(st.Name) || named[st.Name] || st.Age < age {
+			continue
+		}
+		if err := engines.RemoveAt(s.addr, st.Name, chunks); err != nil {
 			return n, err
 		}
-		if named { // a mark a crash left beside a name: the name wins
-			err = cat.Update(func(tx kv.Tx) error { return tx.Delete(unnamedKey(table)) })
-		} else {
-			err = s.dropUnnamed(cat, table)
-		}
-		if err != nil {
-			return n, err
-		}
-		if !named {
-			n++
-		}
+		n++
 	}
-	return n, nil
+	if len(marks) == 0 {
+		return n, nil
+	}
+	err = cat.Update(func(tx kv.Tx) error {
+		for _, k := range marks {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return n, err
 }
 
 func (s *store) names() ([]string, error) {

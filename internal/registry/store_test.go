@@ -113,11 +113,11 @@ func TestStoreSharedByHomes(t *testing.T) {
 	}
 }
 
-// tables counts the vault tables of the store at dsn.
+// tables counts the vault stores of the store at dsn.
 func tables(t *testing.T, dsn string) int {
 	t.Helper()
 	s := pgtest.Get(t)
-	n, err := s.QueryInt(dbName(dsn), `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename ~ '^v[0-9a-f]{24}$'`)
+	n, err := s.QueryInt(dbName(dsn), `SELECT count(*) FROM avfs_stores WHERE name ~ '^v[0-9a-f]{24}$'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,5 +261,53 @@ func TestStoreBadAddresses(t *testing.T) {
 	}
 	if _, err := registry.OpenWith(t.TempDir(), registry.Options{Store: "mysql://u:" + pw + "@h/db"}); !errs.Is(err, errs.InvalidInput) || strings.Contains(err.Error(), pw) {
 		t.Errorf("a foreign address: %v", err)
+	}
+}
+
+// TestStoreForkCommits: a fork through a home on a store costs three
+// write transactions on the server (the parent's pin, the fork's first
+// keys with its store's row, its name in the catalog) and no DDL.
+func TestStoreForkCommits(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	h := storeHome(t, dsn)
+	v, err := h.Create("base", registry.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, v, "/a", "a")
+	v.Close()
+	s := pgtest.Get(t)
+	// Every write transaction takes a transaction id; txid_current takes
+	// one for the asking, too.
+	xid := func() int {
+		n, err := s.QueryInt(dbName(dsn), "SELECT txid_current()::int")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	ddl := func() int {
+		n, err := s.QueryInt(dbName(dsn), "SELECT count(*) FROM pg_class")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 3 {
+		before, classes := xid(), ddl()
+		f, err := h.Fork("base", fmt.Sprintf("f%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, f, "/a"); got != "a" {
+			t.Errorf("the fork reads %q", got)
+		}
+		f.Close()
+		if n := xid() - before - 1; n > 3 {
+			t.Errorf("fork %d: %d write transactions, want at most 3", i, n)
+		}
+		if n := ddl() - classes; n != 0 {
+			t.Errorf("fork %d: %d relations made", i, n)
+		}
 	}
 }

@@ -1,12 +1,16 @@
 package registry
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
@@ -37,7 +41,8 @@ func TestSweepChild(t *testing.T) {
 	t.Fatal("create returned")
 }
 
-// unnamed lists the tables the store's catalog marks as unnamed.
+// unnamed lists the vault stores of the store at dsn that no name of its
+// catalog points to.
 func unnamed(t *testing.T, dsn string) []string {
 	t.Helper()
 	cat, err := engines.OpenAt(dsn, catalogTable)
@@ -45,14 +50,28 @@ func unnamed(t *testing.T, dsn string) []string {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	var out []string
+	named := map[string]bool{}
 	if err := cat.View(func(tx kv.Tx) error {
-		return kv.ScanKeys(tx, []byte{'p'}, []byte{'q'}, func(k []byte) (bool, error) {
-			out = append(out, string(k[1:]))
+		return tx.Scan([]byte{'v'}, []byte{'w'}, func(_, v []byte) (bool, error) {
+			var e storeEntry
+			if json.Unmarshal(v, &e) != nil {
+				return false, fmt.Errorf("a damaged catalog entry: %q", v)
+			}
+			named[e.Table] = true
 			return true, nil
 		})
 	}); err != nil {
 		t.Fatal(err)
+	}
+	stored, err := engines.ListAt(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, st := range stored {
+		if vaultStoreRE.MatchString(st.Name) && !named[st.Name] {
+			out = append(out, st.Name)
+		}
 	}
 	return out
 }
@@ -102,10 +121,10 @@ func TestSweepUnnamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.GC(v) // sweeps only what is older than UnnamedAge
-	v.Close()
-	if err != nil {
-		t.Fatal(err)
+	defer v.Close()
+	st, err := h.GC(v) // sweeps only what is older than UnnamedAge
+	if err != nil || st.UnnamedSwept != 0 {
+		t.Fatalf("gc beside a young unnamed vault: swept %d, %v", st.UnnamedSwept, err)
 	}
 	if n, err := h.SweepUnnamed(UnnamedAge); err != nil || n != 0 {
 		t.Fatalf("a young table swept: %d, %v", n, err)
@@ -115,8 +134,23 @@ func TestSweepUnnamed(t *testing.T) {
 	} else {
 		eng.Close()
 	}
-	if n, err := h.SweepUnnamed(0); err != nil || n != 1 {
-		t.Fatalf("sweep: %d, %v", n, err)
+	// A format-1 catalog's mark of an unnamed table: gc takes it out.
+	legacy(t, dsn, true)
+	// Two hours on, by the server's clock, gc sweeps it and says so.
+	c, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Exec(t.Context(), `UPDATE avfs_stores SET created = created - interval '2 hours' WHERE name = $1`, table)
+	c.Close(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.GC(v); err != nil || st.UnnamedSwept != 1 {
+		t.Fatalf("gc: swept %d, %v; want 1", st.UnnamedSwept, err)
+	}
+	if legacy(t, dsn, false) {
+		t.Error("a format-1 mark is left after gc")
 	}
 	if _, err := engines.OpenAt(dsn, table); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the swept table: %v", err)
@@ -127,9 +161,34 @@ func TestSweepUnnamed(t *testing.T) {
 	if names, err := h.Names(); err != nil || len(names) != 1 || names[0] != "keep" {
 		t.Fatalf("names after the sweep: %v, %v", names, err)
 	}
-	v, err = h.Open("keep")
+	v2, err := h.Open("keep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.Close()
+	v2.Close()
+}
+
+// legacy reports whether the catalog at dsn holds a format-1 mark of an
+// unnamed table, after adding one when add is set.
+func legacy(t *testing.T, dsn string, add bool) bool {
+	t.Helper()
+	cat, err := engines.OpenAt(dsn, catalogTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if add {
+		if err := cat.Update(func(tx kv.Tx) error {
+			return tx.Put([]byte("pv000000000000000000000000"), []byte(`{"since":"2026-01-01T00:00:00Z"}`))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := false
+	if err := cat.View(func(tx kv.Tx) error {
+		return kv.ScanKeys(tx, []byte{'p'}, []byte{'q'}, func([]byte) (bool, error) { found = true; return false, nil })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return found
 }

@@ -133,7 +133,7 @@ BEGIN
 	RETURN NULL;
 END$$;
 CREATE CONSTRAINT TRIGGER avfs_crash_slow AFTER INSERT OR UPDATE OR DELETE ON %s
-	DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION avfs_crash_slow()`, d.Seconds(), postgres.DefaultTable))
+	DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION avfs_crash_slow()`, d.Seconds(), postgres.PairsTable))
 	if err != nil {
 		t.Fatal(err)
 	}

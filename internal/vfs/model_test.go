@@ -319,7 +319,9 @@ func (r *modelRun) compact() {
 	}
 	var gs vfs.GCStats
 	if r.home != nil {
-		gs, err = r.home.GC(mv.v) // in a store: every vault's chunks
+		var st registry.GCStats
+		st, err = r.home.GC(mv.v) // in a store: every vault's chunks
+		gs = st.GCStats
 	} else {
 		gs, err = mv.v.GC()
 	}

@@ -2,6 +2,7 @@ package engines
 
 import (
 	"strings"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/kv"
 	"github.com/agentvfs/agentvfs/internal/kv/postgres"
@@ -9,14 +10,15 @@ import (
 
 // server is an engine whose store lives on a database server, named by an
 // address (a DSN) instead of a path. One address holds many stores, each
-// a table.
+// named (a table of its own once; rows of one table now).
 type server struct {
 	name    string
 	schemes []string
 	caps    kv.Capabilities
-	create  func(addr, table string, sh *Shared) (kv.Engine, error)
+	create  func(addr, table string, unique bool, sh *Shared) (kv.Engine, error)
 	open    func(addr, table string, sh *Shared) (kv.Engine, error)
-	remove  func(addr, table string) error
+	remove  func(addr, table string, sh *Shared) error
+	list    func(addr string) ([]Stored, error)
 	redact  func(addr string) string
 }
 
@@ -26,13 +28,23 @@ var servers = []server{
 		name:    postgres.Name,
 		schemes: []string{"postgres://", "postgresql://"},
 		caps:    postgres.Caps,
-		create: func(a, t string, sh *Shared) (kv.Engine, error) {
-			return postgres.Create(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
+		create: func(a, t string, unique bool, sh *Shared) (kv.Engine, error) {
+			return postgres.Create(a, &postgres.Options{Table: t, Shared: pgShared(sh), Unique: unique})
 		},
 		open: func(a, t string, sh *Shared) (kv.Engine, error) {
 			return postgres.Open(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
 		},
-		remove: func(a, t string) error { return postgres.Drop(a, &postgres.Options{Table: t}) },
+		remove: func(a, t string, sh *Shared) error {
+			return postgres.Drop(a, &postgres.Options{Table: t, Shared: pgShared(sh)})
+		},
+		list: func(a string) ([]Stored, error) {
+			got, err := postgres.List(a, nil)
+			out := make([]Stored, len(got))
+			for i, s := range got {
+				out[i] = Stored{Name: s.Name, Age: s.Age}
+			}
+			return out, err
+		},
 		redact: postgres.Redact,
 	},
 }
@@ -105,7 +117,19 @@ func CreateAt(addr, table string, shared ...Shared) (kv.Engine, error) {
 	if !ok {
 		return nil, errNotAddress(addr)
 	}
-	return s.create(addr, table, first(shared))
+	return s.create(addr, table, false, first(shared))
+}
+
+// CreateUniqueAt is CreateAt for a table name no other creator can
+// choose (a random one): the engine may then make the store with its
+// first commit rather than a commit of its own, and other engines open
+// it only from then on.
+func CreateUniqueAt(addr, table string, shared ...Shared) (kv.Engine, error) {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return nil, errNotAddress(addr)
+	}
+	return s.create(addr, table, true, first(shared))
 }
 
 // OpenAt opens store table at addr, with CreateAt's errors and
@@ -120,13 +144,31 @@ func OpenAt(addr, table string, shared ...Shared) (kv.Engine, error) {
 }
 
 // RemoveAt removes store table at addr; a table that is not there is not
-// an error. Its other errors are OpenAt's.
-func RemoveAt(addr, table string) error {
+// an error. Its other errors are OpenAt's. shared is CreateAt's: the
+// removal waits for the writers of the store, who take the shared
+// space's writer lock when it has one.
+func RemoveAt(addr, table string, shared ...Shared) error {
 	s, ok := lookupAddress(addr)
 	if !ok {
 		return errNotAddress(addr)
 	}
-	return s.remove(addr, table)
+	return s.remove(addr, table, first(shared))
+}
+
+// Stored is one store at an address, as ListAt sees it.
+type Stored struct {
+	Name string
+	Age  time.Duration // since it was created, by the server's clock
+}
+
+// ListAt lists the stores at addr, by name; an address without avfs's
+// tables has none. Its errors are OpenAt's.
+func ListAt(addr string) ([]Stored, error) {
+	s, ok := lookupAddress(addr)
+	if !ok {
+		return nil, errNotAddress(addr)
+	}
+	return s.list(addr)
 }
 
 type errNotAddress string

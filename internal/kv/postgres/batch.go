@@ -39,7 +39,7 @@ func (db *DB) Batch() (kv.Batch, error) {
 		db.running.Done()
 		return nil, err
 	}
-	return &batch{db: db, c: c, ctx: ctx, cancel: cancel, w: &writes{}}, nil
+	return &batch{db: db, c: c, ctx: ctx, cancel: cancel, w: db.newWrites()}, nil
 }
 
 func (b *batch) tx(write bool) *tx {
@@ -96,6 +96,9 @@ func (b *batch) Commit() error {
 	err := b.tx(true).flush()
 	if err == nil {
 		err = b.db.wrap("commit", b.db.end(b.ctx, b.c, "COMMIT"))
+		if err == nil {
+			b.db.committed(b.w)
+		}
 	} else {
 		b.db.abortWrite(b.c)
 	}

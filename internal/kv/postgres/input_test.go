@@ -123,7 +123,7 @@ func TestBadStores(t *testing.T) {
 	t.Run("wrong table shape", func(t *testing.T) {
 		db, dsn := newDB(t)
 		create1(t, dsn)
-		must(t, s.Exec(db, "DROP TABLE avfs_kv; CREATE TABLE avfs_kv (k text PRIMARY KEY, v text)"))
+		must(t, s.Exec(db, "DROP TABLE avfs_pairs; CREATE TABLE avfs_pairs (store bigint, k text, v text, PRIMARY KEY (store, k))"))
 		_, err := postgres.Open(dsn, nil)
 		wantErr(t, "Open of a pairs table of the wrong shape", err, kv.ErrCorrupt)
 	})

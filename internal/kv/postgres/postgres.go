@@ -1,27 +1,39 @@
 // Package postgres is the kv engine on PostgreSQL, through
 // github.com/jackc/pgx/v5: a store that many hosts share.
 //
-// A database holds one avfs store: a table of metadata and one table of
-// pairs per engine (Options.Table):
+// A database holds many avfs stores (Options.Table names one), all in
+// the same four tables (format 2, schema.go):
 //
-//	CREATE TABLE avfs_meta(key text PRIMARY KEY, value text NOT NULL)
-//	  -- ('application', 'avfs'), ('format', '1')
-//	CREATE TABLE avfs_kv(k bytea PRIMARY KEY, v bytea NOT NULL)
-//	CREATE TABLE avfs_leases(store text PRIMARY KEY, host, pid, token, expires)
+//	avfs_meta(key text PRIMARY KEY, value text NOT NULL)
+//	  -- ('application', 'avfs'), ('format', '2')
+//	avfs_stores(name text PRIMARY KEY, id bigint UNIQUE, created timestamptz)
+//	avfs_pairs(store bigint, k bytea, v bytea NOT NULL, PRIMARY KEY (store, k))
+//	avfs_leases(store text PRIMARY KEY, host, pid, token, expires)
 //
-// A lease (lease.go) names the one writer of a table across hosts.
+// A store is a row of avfs_stores and its pairs are the rows of
+// avfs_pairs under its id: making one is an INSERT (no DDL, no catalog
+// lock), and dropping one deletes its rows. A lease (lease.go) names the
+// one writer of a store across hosts. A format-1 database (a table per
+// store) is migrated in one transaction when first opened (migrate.go).
 //
 // bytea compares as memcmp, shorter first on a tie, which is kv's order,
 // whatever the database's collation. A Scan is a walk of the primary
-// key, fetched in pages of growing size, so a scan that stops early reads
-// little and fn may call Get (or Scan) on the same transaction.
+// key within the store's id, fetched in pages of growing size, so a scan
+// that stops early reads little and fn may call Get (or Scan) on the
+// same transaction.
 //
 // Views are REPEATABLE READ READ ONLY transactions, their snapshot taken
-// when View begins. Updates are SERIALIZABLE and begin by taking a
-// transaction-scoped advisory lock on their table, so the writers of one
-// store queue (as SQLite's do) instead of failing one another; a
-// serialization failure or deadlock still possible against writers that
-// do not take it is retried, up to Options.Retries times. A wait for the
+// when View begins. Updates first take a session advisory lock of their
+// store (the one of the shared store, for the stores sharing one), so
+// the writers of a store queue (as SQLite's do) and run one at a time,
+// each in a REPEATABLE READ transaction whose snapshot is taken once it
+// holds the lock: each sees every write before it, and their schedule
+// is serial. Writes are serializable so, without SSI's predicate locks:
+// on the one table every store shares, those would fail writers of
+// different stores against each other (an index page holds neighbouring
+// stores' keys, and a long scan's locks widen to the whole relation),
+// and a batch cannot be run again. A serialization failure or deadlock
+// still possible is retried, up to Options.Retries times. A wait for the
 // lock longer than Options.LockTimeout is kv.ErrBusy. Puts and Deletes are
 // sent in pipelined batches before the next read and at commit: a write
 // transaction costs round trips for its reads, not for each write.
@@ -36,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"math/rand/v2"
 	"regexp"
 	"sync"
@@ -66,8 +79,9 @@ const (
 
 // Options tune an engine. The zero value is the defaults.
 type Options struct {
-	// Table holds the pairs: lower-case letters, digits and _, starting
-	// with a letter, at most 63 bytes.
+	// Table names the store in the database (a table of its own in
+	// format 1, whence the name): lower-case letters, digits and _,
+	// starting with a letter, at most 63 bytes.
 	Table string
 	// Retries bounds the retries of an Update that failed to serialize.
 	Retries int
@@ -79,9 +93,13 @@ type Options struct {
 	ConnTimeout time.Duration
 	// MaxConns sizes the connection pool (pgxpool's default when zero).
 	MaxConns int32
-	// Shared, when set, keeps a range of keys in a table every store of
+	// Shared, when set, keeps a range of keys in a store every store of
 	// the database naming it shares (shared.go).
 	Shared *Shared
+	// Unique tells Create that no other creator can choose Table (a
+	// random name): the store's row is then written with the engine's
+	// first commit instead of a commit of its own (newstore.go).
+	Unique bool
 }
 
 var tableRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -117,11 +135,13 @@ type DB struct {
 	pool    *pgxpool.Pool
 	poolKey string // of parked pools (pools.go)
 	opts    Options
-	where   string // the DSN without its password, for messages and Path
-	secret  string // the password, scrubbed from every message
-	lockID  int64  // the advisory lock of the table's writers
-	sql     statements
+	where   string  // the DSN without its password, for messages and Path
+	secret  string  // the password, scrubbed from every message
+	lockID  int64   // the advisory lock of the store's writers
+	id      int64   // the store's rows in avfs_pairs
 	shared  *shared // nil unless Options.Shared
+
+	unwritten atomic.Bool // the store's row awaits the first commit (newstore.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -133,25 +153,37 @@ type DB struct {
 
 var _ kv.Engine = (*DB)(nil)
 
-// Create makes a new store table in the database dsn names, and the
-// store's metadata when the database has none yet. It fails with an error
-// wrapping os.ErrExist when the table exists, kv.ErrForeign when the
+// Create makes a new store in the database dsn names, and the database's
+// avfs tables when it has none yet. With Options.Unique the store is
+// written by the engine's first commit or its Close, and other engines
+// open it from then on. It fails with an error wrapping
+// os.ErrExist when the store exists, kv.ErrForeign when the
 // database holds another program's tables and no avfs metadata, and
 // kv.ErrNewerFormat when the metadata is a newer avfs's.
 func Create(dsn string, opts *Options) (*DB, error) {
-	return open(dsn, opts, true)
+	return open(dsn, opts, openCreate)
 }
 
-// Open opens an existing store table. It fails with an error wrapping
-// os.ErrNotExist when the database has no avfs store or not that table,
+// Open opens an existing store. It fails with an error wrapping
+// os.ErrNotExist when the database has no avfs store or not that one,
 // kv.ErrForeign when it is another program's, kv.ErrNewerFormat when a
 // newer avfs wrote it and kv.ErrCorrupt when its tables are not avfs's
 // shape; kv.ErrUnavailable when the server cannot be reached.
 func Open(dsn string, opts *Options) (*DB, error) {
-	return open(dsn, opts, false)
+	return open(dsn, opts, openStore)
 }
 
-func open(dsn string, o *Options, create bool) (*DB, error) {
+// How open prepares the engine: find the store, add it, or neither (an
+// engine for List, whose store may not exist).
+type openMode int
+
+const (
+	openStore openMode = iota
+	openCreate
+	openNone
+)
+
+func open(dsn string, o *Options, mode openMode) (*DB, error) {
 	opts, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -166,7 +198,6 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
-	db.sql = newStatements(opts.Table)
 	if db.shared, err = newShared(opts.Shared); err != nil {
 		return nil, err
 	}
@@ -174,7 +205,7 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	if db.shared != nil {
 		// The writers of every store sharing the range queue on one
 		// lock: two of them storing the same new key at once would
-		// otherwise fail each other's serializable transactions, and a
+		// otherwise fail each other's transactions, and a
 		// batch (a mount's) cannot be run again.
 		h.Write([]byte("avfs:shared:" + db.shared.table))
 	} else {
@@ -188,7 +219,10 @@ func open(dsn string, o *Options, create bool) (*DB, error) {
 	if err != nil {
 		return nil, db.wrap("connect", err)
 	}
-	if err := db.prepare(ctx, create); err != nil {
+	if mode == openNone {
+		return db, nil
+	}
+	if err := db.prepare(ctx, mode == openCreate, dsn); err != nil {
 		db.pool.Close() // maybe the server's fault: not for the next engine
 		return nil, err
 	}
@@ -214,7 +248,7 @@ func redact(c *pgx.ConnConfig) string {
 // Name implements kv.Engine.
 func (db *DB) Name() string { return Name }
 
-// Path is the store's address without its password, and the table.
+// Path is the store's address without its password, and its name.
 func (db *DB) Path() string { return db.where + "#" + db.opts.Table }
 
 // Capabilities implements kv.Capable.
@@ -250,8 +284,9 @@ func (db *DB) Close() error {
 		_ = l.Release()
 	}
 	db.running.Wait()
+	err := db.writeStore()
 	parkPool(db.poolKey, db.pool)
-	return nil
+	return err
 }
 
 func (db *DB) enter() error {
@@ -328,7 +363,8 @@ func (db *DB) update(fn func(kv.Tx) error) error {
 		return err
 	}
 	defer c.Release()
-	t := &tx{db: db, ctx: ctx, c: c.Conn(), write: true, w: &writes{}}
+	w := db.newWrites()
+	t := &tx{db: db, ctx: ctx, c: c.Conn(), write: true, w: w}
 	ended := false
 	defer func() {
 		t.done = true
@@ -352,14 +388,15 @@ func (db *DB) update(fn func(kv.Tx) error) error {
 	if err := db.end(ctx, c, "COMMIT"); err != nil {
 		return db.wrap("commit", err)
 	}
+	db.committed(w)
 	return nil
 }
 
-// begin acquires a connection, takes the table's writer lock and opens a
-// write transaction. The lock is the session's, taken before BEGIN: a
-// serializable transaction's snapshot is taken by its first statement,
-// and one taken while waiting for the lock would predate the commit of
-// the writer it waited for, and fail to serialize against it.
+// begin acquires a connection, takes the store's writer lock and opens a
+// write transaction. The lock is the session's, taken before BEGIN: the
+// transaction's snapshot is taken by its first statement, and one taken
+// while waiting for the lock would predate the commit of the writer it
+// waited for.
 func (db *DB) begin(ctx context.Context) (*pgxpool.Conn, error) {
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
@@ -372,7 +409,7 @@ func (db *DB) begin(ctx context.Context) (*pgxpool.Conn, error) {
 		c.Release()
 		return nil, db.wrap("lock", err)
 	}
-	if _, err := c.Exec(ctx, "BEGIN ISOLATION LEVEL SERIALIZABLE"); err != nil {
+	if _, err := c.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		db.abortConn(c)
 		c.Release()
 		return nil, db.wrap("begin", err)
@@ -433,6 +470,9 @@ func (db *DB) wrap(op string, err error) error {
 		switch {
 		case pe.Code == "55P03":
 			return &pgError{db: db, op: op, err: err, kind: kv.ErrBusy}
+		case pe.Code == "23505" && pe.TableName == storesTable:
+			// Another engine created the store first (newstore.go).
+			return &pgError{db: db, op: op + " store " + db.opts.Table, err: err, kind: fs.ErrExist}
 		case retryable(err):
 			return &pgError{db: db, op: op, err: err}
 		case pe.Code == "28P01" || pe.Code == "28000" || pe.Code == "3D000" || pe.Code[:2] == "08" || pe.Code == "57P01" || pe.Code == "57P03":

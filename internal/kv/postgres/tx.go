@@ -14,35 +14,39 @@ import (
 	"github.com/agentvfs/agentvfs/internal/kv"
 )
 
-// statements are the queries on one table.
+// statements are the queries on avfs_pairs, the same for every store:
+// $1 is always the store's id.
 type statements struct {
 	get, has, put, del string
-	scan, scanTo       string // first page: k >= $1 (and k < $2)
-	next, nextTo       string // later pages: k > $1
+	scan, scanTo       string // first page: k >= $2 (and k < $4)
+	next, nextTo       string // later pages: k > $2
 	// The scans again, returning each value's length (4 bytes, big
 	// endian) or nothing in place of the value.
 	sizes, keys *statements
 }
 
-func newStatements(table string) statements {
-	s := scanStatements(table, "v")
-	sizes, keys := scanStatements(table, "int4send(length(v))"), scanStatements(table, "''::bytea")
+// queries are the statements of every engine.
+var queries = newStatements()
+
+func newStatements() statements {
+	s := scanStatements("v")
+	sizes, keys := scanStatements("int4send(length(v))"), scanStatements("''::bytea")
 	s.sizes, s.keys = &sizes, &keys
 	return s
 }
 
-func scanStatements(table, value string) statements {
-	t := `"` + table + `"`
+func scanStatements(value string) statements {
+	const t = PairsTable
 	sel := "SELECT k, " + value + " FROM " + t
 	return statements{
-		get:    "SELECT v FROM " + t + " WHERE k = $1",
-		has:    "SELECT 1 FROM " + t + " WHERE k = $1",
-		put:    "INSERT INTO " + t + " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-		del:    "DELETE FROM " + t + " WHERE k = $1",
-		scan:   sel + " WHERE k >= $1 ORDER BY k LIMIT $2",
-		scanTo: sel + " WHERE k >= $1 AND k < $3 ORDER BY k LIMIT $2",
-		next:   sel + " WHERE k > $1 ORDER BY k LIMIT $2",
-		nextTo: sel + " WHERE k > $1 AND k < $3 ORDER BY k LIMIT $2",
+		get:    "SELECT v FROM " + t + " WHERE store = $1 AND k = $2",
+		has:    "SELECT 1 FROM " + t + " WHERE store = $1 AND k = $2",
+		put:    "INSERT INTO " + t + " (store, k, v) VALUES ($1, $2, $3) ON CONFLICT (store, k) DO UPDATE SET v = EXCLUDED.v",
+		del:    "DELETE FROM " + t + " WHERE store = $1 AND k = $2",
+		scan:   sel + " WHERE store = $1 AND k >= $2 ORDER BY k LIMIT $3",
+		scanTo: sel + " WHERE store = $1 AND k >= $2 AND k < $4 ORDER BY k LIMIT $3",
+		next:   sel + " WHERE store = $1 AND k > $2 ORDER BY k LIMIT $3",
+		nextTo: sel + " WHERE store = $1 AND k > $2 AND k < $4 ORDER BY k LIMIT $3",
 	}
 }
 
@@ -73,9 +77,10 @@ type op struct {
 // writes are a transaction's writes not yet sent; a batch's steps share
 // them.
 type writes struct {
-	pending []op
-	bytes   int
-	flushes int // how many times pending was sent
+	pending   []op
+	bytes     int
+	flushes   int  // how many times pending was sent
+	addsStore bool // the store's row is among them (newstore.go)
 }
 
 // tx is one transaction (or one batch step) on one connection.
@@ -121,7 +126,7 @@ func (t *tx) Get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	var v []byte
-	err := t.c.QueryRow(t.ctx, t.db.stmts(key).get, key).Scan(&v)
+	err := t.c.QueryRow(t.ctx, queries.get, t.db.storeOf(key), key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, kv.ErrNotFound
 	}
@@ -139,7 +144,7 @@ func (t *tx) Has(key []byte) (bool, error) {
 		return false, err
 	}
 	var one int
-	err := t.c.QueryRow(t.ctx, t.db.stmts(key).has, key).Scan(&one)
+	err := t.c.QueryRow(t.ctx, queries.has, t.db.storeOf(key), key).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -184,18 +189,18 @@ func (t *tx) scanWith(pick func(*statements) *statements, start, end []byte, fn 
 		return nil
 	}
 	if t.db.shared == nil {
-		_, err := t.scan(pick(&t.db.sql), start, end, fn)
+		_, err := t.scan(pick(&queries), t.db.id, start, end, fn)
 		return err
 	}
-	// The shared keys are one contiguous range: the scan is the table's
-	// part below it, the shared table's part, and the table's part above,
+	// The shared keys are one contiguous range: the scan is the store's
+	// part below it, the shared store's part, and the store's part above,
 	// one after the other.
 	for _, r := range t.db.shared.split(start, end) {
-		sql := r.sql
-		if sql == nil {
-			sql = &t.db.sql
+		id := t.db.id
+		if r.shared {
+			id = t.db.shared.id
 		}
-		more, err := t.scan(pick(sql), r.start, r.end, fn)
+		more, err := t.scan(pick(&queries), id, r.start, r.end, fn)
 		if err != nil || !more {
 			return err
 		}
@@ -203,8 +208,8 @@ func (t *tx) scanWith(pick func(*statements) *statements, start, end []byte, fn 
 	return nil
 }
 
-// scan is Scan on one table; it reports whether fn wants more.
-func (t *tx) scan(sql *statements, start, end []byte, fn func(key, value []byte) (bool, error)) (bool, error) {
+// scan is Scan on one store; it reports whether fn wants more.
+func (t *tx) scan(sql *statements, id int64, start, end []byte, fn func(key, value []byte) (bool, error)) (bool, error) {
 	q, from, page := sql.scan, start, firstPage
 	if end != nil {
 		q = sql.scanTo
@@ -212,7 +217,7 @@ func (t *tx) scan(sql *statements, start, end []byte, fn func(key, value []byte)
 	t.scanning++
 	defer func() { t.scanning-- }()
 	for {
-		args := []any{from, page}
+		args := []any{id, from, page}
 		if end != nil {
 			args = append(args, end)
 		}
@@ -275,14 +280,14 @@ func (t *tx) Put(key, value []byte) error {
 	if len(key) == 0 {
 		return kv.ErrEmptyKey
 	}
-	return t.queue(op{t.db.stmts(key).put, []any{bytes.Clone(key), append(make([]byte, 0, len(value)), value...)}}, len(key)+len(value))
+	return t.queue(op{queries.put, []any{t.db.storeOf(key), bytes.Clone(key), append(make([]byte, 0, len(value)), value...)}}, len(key)+len(value))
 }
 
 func (t *tx) Delete(key []byte) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	return t.queue(op{t.db.stmts(key).del, []any{bytes.Clone(key)}}, len(key))
+	return t.queue(op{queries.del, []any{t.db.storeOf(key), bytes.Clone(key)}}, len(key))
 }
 
 func (t *tx) queue(o op, n int) error {

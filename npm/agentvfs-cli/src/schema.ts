@@ -380,6 +380,8 @@ export interface GcResult {
   bytes_freed: Bytes;
   /** how much smaller the vault's file became: freed room given back to the host */
   bytes_reclaimed: Bytes;
+  /** in a store: the vaults no name pointed to, made over an hour ago (left by a killed vault create or delete), that gc dropped; 0 elsewhere */
+  unnamed_swept: number;
   duration_ms: DurationMs;
 }
 

@@ -394,6 +394,8 @@ class GcResult(Document):
     bytes_freed: int
     #: how much smaller the vault's file became: freed room given back to the host
     bytes_reclaimed: int
+    #: in a store: the vaults no name pointed to, made over an hour ago (left by a killed vault create or delete), that gc dropped; 0 elsewhere
+    unnamed_swept: int
     duration_ms: float
 
 

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 func main() {
 	sizes := flag.String("files", "100,10000,100000", "vault sizes (file counts) for the layer benchmarks")
 	total := flag.Int64("total-mb", 1024, "bytes in the largest vault, in MiB (the others keep the same file size)")
-	engines := flag.String("engines", "sqlite,bolt,postgres", "engines to measure (postgres: layers, io and fleet, on a server the run starts)")
+	engines := flag.String("engines", "sqlite,bolt,postgres", "engines to measure (postgres: layers, io, mount and fleet, on a server the run starts)")
 	reps := flag.Int("reps", 15, "repetitions per measurement (the median is reported)")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
 	sections := flag.String("sections", "layers,io,verify,workout,mount,proxy,transports,growth,fleet", "what to measure: layers, io, verify, workout (diff --patch and merge; per engine), mount, proxy, transports (fuse beside overlay beside the native disk, through proxy exec), growth (per engine), fleet (postgres: hosts forking and running proxy exec at once)")
@@ -60,7 +61,7 @@ func main() {
 	start := time.Now()
 	for _, e := range strings.Split(*engines, ",") {
 		if e == "postgres" {
-			if err := bench.Postgres(cfg, want, *hosts); err != nil {
+			if err := bench.Postgres(cfg, want, *hosts, *slowReps); err != nil {
 				fail(err)
 			}
 			continue
@@ -88,7 +89,8 @@ func main() {
 	}
 	slow := cfg
 	slow.Reps = *slowReps
-	if want["mount"] {
+	// The mount section of postgres runs with its engine (bench.Postgres).
+	if want["mount"] && slices.Contains(strings.Split(*engines, ","), "sqlite") {
 		fmt.Println("\n== mount (sqlite) ==")
 		if err := bench.Mount(slow); err != nil {
 			fail(err)

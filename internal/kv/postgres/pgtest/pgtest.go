@@ -7,6 +7,11 @@
 // postgres user. When no server can be started the tests that need one
 // fail with the reason if the CI environment variable is set, and are
 // skipped with it otherwise.
+//
+// A server never outlives the process that started it (serve.go): the
+// postmaster is that process's child, with a parent-death signal, and a
+// server whose starter died anyway (its directory names the starter) is
+// stopped and removed by the next Start.
 package pgtest
 
 import (
@@ -38,11 +43,13 @@ const (
 
 // Server is a running test server.
 type Server struct {
-	dir    string // owned by the server's user; removed by Stop
-	Socket string // the directory holding the Unix socket
-	runAs  string // "" when the binaries run as this process's user
+	dir    string              // owned by the server's user; removed by Stop
+	Socket string              // the directory holding the Unix socket
+	runAs  string              // "" when the binaries run as this process's user
+	cred   *syscall.Credential // runAs's, for the postmaster
 	bin    string
 	n      atomic.Int64
+	exited chan struct{} // closed once the postmaster has exited
 }
 
 var (
@@ -132,8 +139,13 @@ func Start(opts Options) (*Server, error) {
 	if os.Geteuid() == 0 {
 		s.runAs = "postgres"
 	}
-	s.dir, err = os.MkdirTemp("", "avfs-pg")
+	sweepOrphans()
+	s.dir, err = os.MkdirTemp("", dirPattern)
 	if err != nil {
+		return nil, err
+	}
+	if err := writeOwner(s.dir); err != nil {
+		os.RemoveAll(s.dir)
 		return nil, err
 	}
 	fail := func(err error) (*Server, error) {
@@ -147,6 +159,7 @@ func Start(opts Options) (*Server, error) {
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
+		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 		if err := os.Chown(s.dir, uid, gid); err != nil {
 			return fail(err)
 		}
@@ -165,13 +178,8 @@ func Start(opts Options) (*Server, error) {
 	if err := os.WriteFile(hba, append([]byte("local all "+PasswordUser+" scram-sha-256\n"), old...), 0o600); err != nil {
 		return fail(err)
 	}
-	settings := "-k " + s.Socket + " -c listen_addresses='' -c max_connections=300"
-	if opts.Fast {
-		settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-	}
-	if out, err := s.run("pg_ctl", "-D", data, "-l", filepath.Join(s.dir, "log"), "-w", "-t", "30", "-o", settings, "start"); err != nil {
-		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
-		return fail(fmt.Errorf("pg_ctl start: %v: %s %s", err, out, log))
+	if err := s.serve(data, opts); err != nil {
+		return fail(err)
 	}
 	if err := s.exec("postgres", fmt.Sprintf("CREATE ROLE %s LOGIN SUPERUSER PASSWORD '%s'", PasswordUser, Password)); err != nil {
 		s.Stop()
@@ -225,6 +233,15 @@ func (s *Server) Stop() error {
 	out, err := s.run("pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop")
 	if err != nil {
 		err = fmt.Errorf("pg_ctl stop: %v: %s", err, out)
+	}
+	if s.exited != nil {
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			if err == nil {
+				err = errors.New("pgtest: the postmaster did not exit within 30 s of its stop")
+			}
+		}
 	}
 	if rerr := os.RemoveAll(s.dir); err == nil {
 		err = rerr
