@@ -37,4 +37,3 @@ func need(t *testing.T, tools ...string) {
 		}
 	}
 }
-
