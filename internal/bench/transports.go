@@ -37,10 +37,10 @@ type transportEnvelope struct {
 // of the same filesystem as the overlay's uppers, its files just copied
 // there and so in the page cache), alternating, in one run: the ratio is
 // the run's execute and summarize stages (the overlay's ingest is in
-// summarize) over the native time of the same rep. Each workload starts from the same
-// vault state (a checkpoint restored before every run), and overlay runs
-// are measured warm (its layer cache holds the state) after one run that
-// materializes it, whose cost is printed apart.
+// summarize) over the native time of the same rep. Each workload starts
+// from the same vault state (a checkpoint restored before every run),
+// and overlay runs are measured warm (its layer cache holds the state)
+// after one run that materializes it, whose cost is printed apart.
 func Transports(cfg Config) error {
 	bin, err := avfsBinary()
 	if err != nil {
