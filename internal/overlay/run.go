@@ -46,6 +46,10 @@ type pending struct {
 	Parent string `json:"parent"` // key of the lowers' newest entry
 	Format Format `json:"format"`
 	Merged string `json:"merged"` // the mountpoint
+	// BootID is the host's boot the run was mounted in, volatile (no
+	// sync of its upper): an upper left by a boot that has ended may
+	// have lost any part of what the run wrote. "": synced as usual.
+	BootID string `json:"boot_id,omitempty"`
 }
 
 const runPrefix = ".run-"
@@ -96,6 +100,13 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, 
 	}
 	r.Prepared = prep
 	r.pending = pending{VaultID: v.ID(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
+	// A read-write upper is ingested or adopted (Adopt syncs it) and
+	// never mounted again, so the mount skips syncing it, unless the
+	// boot cannot be named.
+	volatile := false
+	if id := currentBoot(); !ro && id != "" {
+		r.pending.BootID, volatile = id, true
+	}
 	dirs := []string{r.Dir, r.upper(), r.work()}
 	if target == "" {
 		dirs = append(dirs, r.Merged)
@@ -114,7 +125,7 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, 
 	if !mount {
 		return r, nil
 	}
-	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro}, r.Merged); err != nil {
+	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro, Volatile: volatile}, r.Merged); err != nil {
 		r.abandon()
 		return nil, err
 	}
@@ -272,10 +283,18 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 		}
 		// Not committed while the working state still stands on the
 		// run's base: the final ingest seals and moves past it.
-		if len(layers) > 1 && !layers[0].Frozen && layers[1].VaultID == p.VaultID && layers[1].Layer == p.Base {
+		committed := !(len(layers) > 1 && !layers[0].Frozen && layers[1].VaultID == p.VaultID && layers[1].Layer == p.Base)
+		switch {
+		case !committed && p.BootID != "" && p.BootID != currentBoot():
+			// The host restarted during the run, whose upper was not
+			// synced: all of it or none, and all is not known.
+			_ = removeAll(dir)
+			rec.Err = &errs.Error{Kind: errs.IoError, Op: "overlay recover", Path: dir,
+				Err: errors.New("the host restarted during the run: its writes were not synced and are dropped; the vault is as before the run")}
+		case !committed:
 			_, rec.Err = ingestRun(v, dir, p, c)
 			rec.Ingested = rec.Err == nil
-		} else {
+		default:
 			_ = removeAll(dir)
 		}
 		out = append(out, rec)
@@ -299,6 +318,12 @@ func (c *Cache) Pending(vaultID string) []string {
 		}
 	}
 	return out
+}
+
+// currentBoot names the host's current boot ("": unknown).
+func currentBoot() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
 }
 
 // isMountpoint reports whether dir is the root of a mount: its device

@@ -438,8 +438,22 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 	// overlay run is ingested first, in this stage: its writes are the
 	// vault's only then.
 	ask := mnt // the server to ask for the summary
+	a := summarizeArgs{Checkpoint: cp, Delete: req.Checkpoint == CheckpointNever, Changes: req.Changes}
+	var s summary
+	summarizeFn := func(v *vfs.Vault) (err error) {
+		s, err = summarizeIn(v, a)
+		return err
+	}
+	summarized := false
 	if ingests {
-		err := r.ws.Close(context.WithoutCancel(ctx))
+		var err error
+		if f, ok := r.ws.(transport.Finisher); ok && cp != "" {
+			// The summary in the vault the ingest has open.
+			err = f.CloseWith(context.WithoutCancel(ctx), summarizeFn)
+			summarized = true
+		} else {
+			err = r.ws.Close(context.WithoutCancel(ctx))
+		}
 		env.Result.Overlay = overlayInfo(r.ws)
 		stop = func() error { return nil }
 		if err != nil {
@@ -448,14 +462,10 @@ func (rt *Runtime) drive(ctx context.Context, m *machine, req Request, approved 
 		ask = ""
 	}
 	if cp != "" {
-		a := summarizeArgs{Checkpoint: cp, Delete: req.Checkpoint == CheckpointNever, Changes: req.Changes}
-		var s summary
-		err := rt.inVault(req.Vault, ask, opSummarize, a, &s, func(v *vfs.Vault) (err error) {
-			s, err = summarizeIn(v, a)
-			return err
-		})
-		if err != nil {
-			return errors.Join(err, stop())
+		if !summarized {
+			if err := rt.inVault(req.Vault, ask, opSummarize, a, &s, summarizeFn); err != nil {
+				return errors.Join(err, stop())
+			}
 		}
 		if req.Changes != ChangesNone {
 			s.shape(req.Changes, a.limit())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
 // Spec is the workspace to start.
@@ -60,6 +61,16 @@ type Workspace interface {
 	// during the wait the error is Interrupted and the workspace
 	// finishes by itself.
 	Close(ctx context.Context) error
+}
+
+// Finisher is a Workspace that opens the vault itself to close (the
+// overlay's ingest): CloseWith is Close, then fn on that same open vault
+// before the workspace lets go of it, so a caller that reads or writes
+// the vault right after (the proxy's change summary) does not open it
+// again: a SQLite vault's last close costs a WAL checkpoint and its
+// fsync. fn does not run when the close fails; its error is CloseWith's.
+type Finisher interface {
+	CloseWith(ctx context.Context, fn func(*vfs.Vault) error) error
 }
 
 // Transport starts workspaces of one kind.

@@ -45,7 +45,10 @@ type Transport struct {
 	probeErr error
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Finisher  = (*workspace)(nil)
+)
 
 // New is the overlay transport with its cache in root (set Exe for users
 // other than root).
@@ -238,7 +241,11 @@ func (w *workspace) Persist(ctx context.Context) error {
 // read-only workspace just unmounts). An ingest the vault refuses
 // (QuotaExceeded) is the error, and the vault keeps its state from
 // before the run.
-func (w *workspace) Close(ctx context.Context) error {
+func (w *workspace) Close(ctx context.Context) error { return w.CloseWith(ctx, nil) }
+
+// CloseWith is Close, then fn (when not nil) on the vault the ingest
+// wrote, still under the workspace's writer lock (transport.Finisher).
+func (w *workspace) CloseWith(ctx context.Context, fn func(*vfs.Vault) error) error {
 	if w.run == nil {
 		return nil
 	}
@@ -246,12 +253,18 @@ func (w *workspace) Close(ctx context.Context) error {
 	run := w.run
 	w.run = nil
 	if w.spec.ReadOnly {
-		return run.Discard()
+		if err := run.Discard(); err != nil || fn == nil {
+			return err
+		}
+		return w.withVault(fn)
 	}
 	return w.withVault(func(v *vfs.Vault) error {
 		fin, err := run.Finish(v)
 		w.fin = &fin
-		return err
+		if err != nil || fn == nil {
+			return err
+		}
+		return fn(v)
 	})
 }
 

@@ -1,4 +1,4 @@
-package fusefs_test
+package toolsuite_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// More real tools run unchanged inside a mount (see tools_test.go): a Go
+// More real tools run unchanged in a workspace (see tools_test.go): a Go
 // toolchain building and testing a module, npm installing a package.
 
 // goModule is a shell script creating a small module: a main package and
@@ -115,51 +115,41 @@ echo done
 // testTimes are the durations in go test's output.
 var testTimes = regexp.MustCompile(`[0-9]+\.[0-9]+s\b`)
 
-// TestGoBuild builds and tests a Go module in the mount and compares with
-// the native disk. The binaries built are written to the mount and run
-// from there.
+// TestGoBuild builds and tests a Go module in a workspace and compares
+// with the native disk. The binaries built are written to the workspace
+// and run from there.
 //
-// The build cache is the go command's own, outside the mount: with an
-// empty one (a temporary directory, outside the mount or in it) each run
-// compiles the standard library, which takes minutes here. The module's
-// own packages are compiled in any case: their directory is part of what
-// the cache is keyed on.
+// The build cache is the go command's own, outside the workspace: with
+// an empty one each run compiles the standard library, which takes
+// minutes here. The module's own packages are compiled in any case:
+// their directory is part of what the cache is keyed on.
 func TestGoBuild(t *testing.T) {
 	need(t, "go")
 	cache, err := exec.Command("go", "env", "GOCACHE").Output()
 	if err != nil || !filepath.IsAbs(strings.TrimSpace(string(cache))) {
 		t.Skipf("no go build cache: %s %v", cache, err)
 	}
-	f := mountVault(t, "sqlite", false)
-	native := t.TempDir()
-	run := func(dir string) string {
-		start := time.Now()
-		out := sh(t, dir, goEnv(strings.TrimSpace(string(cache)))+goModule+goSteps)
-		t.Logf("%s: %v", dir, time.Since(start))
-		return testTimes.ReplaceAllString(out, "T")
-	}
-	got, want := run(f.Mnt), run(native)
-	if got != want {
-		t.Errorf("go differs\n--- mount:\n%s\n--- native:\n%s", got, want)
-	}
-	if !strings.Contains(got, "hello, avfs and fuse\n") || !strings.Contains(got, "ok  \texample.com/mod/greet") {
-		t.Errorf("unexpected output:\n%s", got)
-	}
-}
-
-// TestLsDotEntries lists directories with ls -a, which shows the "." and
-// ".." entries that readdir returns on a local disk.
-func TestLsDotEntries(t *testing.T) {
-	sameOnNative(t, `
-mkdir -p d/e
-touch d/f
-ls -a
-ls -a d d/e
-`)
+	onEach(t, func(t *testing.T, w *workspace) {
+		native := t.TempDir()
+		run := func(dir string) string {
+			start := time.Now()
+			out := sh(t, dir, goEnv(strings.TrimSpace(string(cache)))+goModule+goSteps)
+			t.Logf("%s: %v", dir, time.Since(start))
+			return testTimes.ReplaceAllString(out, "T")
+		}
+		got, want := run(w.Dir), run(native)
+		if got != want {
+			t.Errorf("go differs\n--- workspace:\n%s\n--- native:\n%s", got, want)
+		}
+		if !strings.Contains(got, "hello, avfs and fuse\n") || !strings.Contains(got, "ok  \texample.com/mod/greet") {
+			t.Errorf("unexpected output:\n%s", got)
+		}
+		w.sameTree(native)
+	})
 }
 
 // TestNpmInstall installs a local package tarball offline into a project
-// in the mount, with npm's cache outside it, and compares with the native
+// in a workspace, with npm's cache outside it, and compares with the native
 // disk: the manifest and lockfile npm writes, the installed tree, the bin
 // link, require() from node, and a clean reinstall from the lockfile.
 // (npm is slow to start: the test runs it twice per disk.)
@@ -210,17 +200,19 @@ npm ci >/dev/null
 find node_modules -type f | sort | xargs cat
 `, filepath.Join(t.TempDir(), "npm-cache"), tarball)
 	}
-	f := mountVault(t, "sqlite", false)
-	native := t.TempDir()
-	start := time.Now()
-	got := sh(t, f.Mnt, script())
-	mid := time.Now()
-	want := sh(t, native, script())
-	t.Logf("mount %v, native disk %v", mid.Sub(start), time.Since(mid))
-	if got != want {
-		t.Errorf("npm differs\n--- mount:\n%s\n--- native:\n%s", got, want)
-	}
-	if !strings.Contains(got, "hello, avfs\nhello, mount\n") {
-		t.Errorf("node did not load the package:\n%s", got)
-	}
+	onEach(t, func(t *testing.T, w *workspace) {
+		native := t.TempDir()
+		start := time.Now()
+		got := sh(t, w.Dir, script())
+		mid := time.Now()
+		want := sh(t, native, script())
+		t.Logf("%s %v, native disk %v", w.tr.Name(), mid.Sub(start), time.Since(mid))
+		if got != want {
+			t.Errorf("npm differs\n--- workspace:\n%s\n--- native:\n%s", got, want)
+		}
+		if !strings.Contains(got, "hello, avfs\nhello, mount\n") {
+			t.Errorf("node did not load the package:\n%s", got)
+		}
+		w.sameTree(native)
+	})
 }
