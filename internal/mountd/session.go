@@ -183,6 +183,12 @@ func (s *Session) validate() error {
 		return err
 	}
 	o.Mountpoint = mnt
+	return CheckMountpoint(mnt)
+}
+
+// CheckMountpoint says whether the clean directory mnt may be mounted
+// on: it exists, is a directory, and nothing is mounted there.
+func CheckMountpoint(mnt string) error {
 	fi, err := os.Stat(mnt)
 	if err != nil {
 		return &errs.Error{Kind: errs.NotFound, Op: "mount", Path: mnt, Err: err, Hint: "create the directory first"}

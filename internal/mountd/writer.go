@@ -65,7 +65,7 @@ func Persist(h *registry.Home, vault string) error {
 			continue
 		}
 		err := Call(h, in.Mountpoint, "flush", nil, nil)
-		if errors.Is(err, ErrNoControl) {
+		if errors.Is(err, ErrNoControl) && in.Transport == mountrec.FUSE {
 			err = fsyncDir(in.Mountpoint)
 		}
 		if err != nil {

@@ -46,6 +46,11 @@ type pending struct {
 	Parent string `json:"parent"` // key of the lowers' newest entry
 	Format Format `json:"format"`
 	Merged string `json:"merged"` // the mountpoint
+	// Persisted is the layer the last Persist wrote (0: none yet). A
+	// checkpoint saved while the mount lives freezes it; the next ingest
+	// then starts over the base again (vfs.Vault.UpdateOver's also), and
+	// Recover knows the run is still pending.
+	Persisted uint64 `json:"persisted,omitempty"`
 }
 
 const runPrefix = ".run-"
@@ -153,11 +158,69 @@ func (r *Run) Discard() error {
 // ingested over the run's base, the mount going on. Finish ingests the
 // whole upper over the base again, replacing what Persist wrote.
 func (r *Run) Persist(v *vfs.Vault) error {
-	_, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
+	s, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
 		_, err := Ingest(tx, r.upper(), r.pending.Format)
 		return err
-	})
-	return err
+	}, r.also()...)
+	if err != nil {
+		return err
+	}
+	if s.Layer == r.pending.Persisted {
+		return nil
+	}
+	// Written before the caller hears of the persist: only then may a
+	// checkpoint freeze the layer.
+	r.pending.Persisted = s.Layer
+	return r.writePending()
+}
+
+// also is the layer an ingest may find the working state standing on
+// besides the base (pending.Persisted).
+func (r *Run) also() []uint64 { return persistedOf(r.pending) }
+
+func persistedOf(p pending) []uint64 {
+	if p.Persisted == 0 {
+		return nil
+	}
+	return []uint64{p.Persisted}
+}
+
+func (r *Run) writePending() error {
+	b, _ := json.Marshal(r.pending)
+	path := filepath.Join(r.Dir, "pending.json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return hostErr("overlay run", r.Dir, err)
+	}
+	return hostErr("overlay run", r.Dir, os.Rename(tmp, path))
+}
+
+// Unmount unmounts the run's overlay and keeps its upper for Finish or
+// Reset. Unless lazy, a mount in use is refused (EBUSY, as the kernel
+// says it) and stays.
+func (r *Run) Unmount(lazy bool) error {
+	if !r.mounted {
+		return nil
+	}
+	flags := 0
+	if lazy {
+		flags = unix.MNT_DETACH
+	}
+	if err := unix.Unmount(r.Merged, flags); err != nil && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	r.mounted = false
+	return nil
+}
+
+// Reset throws the run away as Discard does and makes v's working state
+// the run's base again, dropping what earlier Persists wrote: the vault
+// is as it was when the run started (checkpoints saved meanwhile stay).
+func (r *Run) Reset(v *vfs.Vault) error {
+	if _, err := v.UpdateOver(r.pending.Base, false, func(*vfs.Tx) error { return nil }, r.also()...); err != nil {
+		return err
+	}
+	return r.Discard()
 }
 
 // Finish unmounts the run and ingests its upper into v's top layer, then
@@ -194,7 +257,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 		var err error
 		fin.Stats, err = Ingest(tx, upper, p.Format)
 		return err
-	})
+	}, persistedOf(p)...)
 	fin.Sealed = sealed
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -255,8 +318,10 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 			return out, err
 		}
 		// Not committed while the working state still stands on the
-		// run's base: the final ingest seals and moves past it.
-		if len(layers) > 1 && !layers[0].Frozen && layers[1].VaultID == p.VaultID && layers[1].Layer == p.Base {
+		// run's base, or on what its last Persist wrote: the final ingest
+		// seals a layer of its own and moves past both.
+		if len(layers) > 1 && !layers[0].Frozen && layers[1].VaultID == p.VaultID &&
+			(layers[1].Layer == p.Base || (p.Persisted != 0 && layers[1].Layer == p.Persisted)) {
 			_, rec.Err = ingestRun(v, dir, p, c)
 			rec.Ingested = rec.Err == nil
 		} else {

@@ -195,6 +195,38 @@ func (w *workspace) Close(ctx context.Context) error {
 	})
 }
 
+// End is `avfs unmount` of a mount this process serves. discard throws
+// the upper away and gives the vault back its state from the start of the
+// mount. Otherwise the upper is ingested first without unmounting, so an
+// ingest the vault refuses (QuotaExceeded) is the error with the vault
+// unchanged and the mount still there; then the overlay is unmounted
+// (unless lazy, a mount in use fails with an error wrapping EBUSY and
+// stays) and the upper ingested whole, in one transaction.
+func (w *workspace) End(ctx context.Context, lazy, discard bool) error {
+	if w.run == nil {
+		return nil
+	}
+	if w.spec.ReadOnly {
+		return w.Close(ctx)
+	}
+	if discard {
+		defer w.release()
+		run := w.run
+		if err := run.Unmount(lazy); err != nil {
+			return err
+		}
+		w.run = nil
+		return w.withVault(func(v *vfs.Vault) error { return run.Reset(v) })
+	}
+	if err := w.Persist(ctx); err != nil {
+		return err
+	}
+	if err := w.run.Unmount(lazy); err != nil {
+		return err
+	}
+	return w.Close(ctx)
+}
+
 func (w *workspace) release() {
 	if w.rec != nil {
 		w.rec.Remove()
