@@ -46,16 +46,16 @@ func Unmount(ctx context.Context, h *registry.Home, mnt string, o UnmountOptions
 	if hasRecord && info.Live && info.Transport != mountrec.FUSE {
 		return info, unmountWorkspace(ctx, h, info, o)
 	}
-	if o.Discard {
-		return info, &errs.Error{Kind: errs.InvalidInput, Op: "unmount", Path: mnt,
-			Err: errors.New("--discard applies to overlay mounts: a FUSE mount's writes are in the vault already")}
-	}
 	if !mountrec.IsAvfsMount(mnt) {
 		if hasRecord && !info.Live {
 			_, _ = mountrec.Prune(h)
 		}
 		return info, &errs.Error{Kind: NotMounted, Op: "unmount", Path: mnt,
 			Err: errors.New("no avfs mount at this directory")}
+	}
+	if o.Discard {
+		return info, &errs.Error{Kind: errs.InvalidInput, Op: "unmount", Path: mnt,
+			Err: errors.New("--discard applies to overlay mounts: a FUSE mount's writes are in the vault already")}
 	}
 	if ctx.Err() != nil {
 		return info, errs.Stopped(ctx, "unmount")
