@@ -1,0 +1,105 @@
+//go:build linux
+
+package overlay
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentvfs/agentvfs/internal/vfs"
+)
+
+// liveRun is a run over v whose working state is first persisted, then
+// frozen by a checkpoint (as `avfs checkpoint save` does beside a live
+// overlay mount), and then written again: a file created and deleted
+// between the two leaves no trace in the upper, so only an ingest over
+// the base again gets it right.
+func liveRun(t *testing.T, v *vfs.Vault, c *Cache) (*Run, []string) {
+	t.Helper()
+	run, err := c.Start(context.Background(), v, "live", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run.Discard() })
+	m := func(s string) string { return filepath.Join(run.Merged, s) }
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(m(name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first", "1")
+	write("transient", "t")
+	if err := run.Persist(v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.SaveCheckpoint("live-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m("transient")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(m("gone")); err != nil {
+		t.Fatal(err)
+	}
+	write("second", "2")
+	if err := run.Persist(v); err != nil {
+		t.Fatalf("persist after a checkpoint froze the last one: %v", err)
+	}
+	if _, err := v.SaveCheckpoint("live-2", ""); err != nil {
+		t.Fatal(err)
+	}
+	write("third", "3")
+	return run, snapshot(t, run.Merged, snapOpts{})
+}
+
+// TestPersistAcrossCheckpoints: checkpoints saved while a run lives hold
+// what it had written, and the final ingest holds exactly what the mount
+// shows.
+func TestPersistAcrossCheckpoints(t *testing.T) {
+	needRoot(t)
+	v, _ := newVault(t, vfs.Quota{})
+	c := newCache(t)
+	src := t.TempDir()
+	sampleTree(t, src)
+	importDir(t, v, src)
+	run, want := liveRun(t, v, c)
+	if _, err := run.Finish(v); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffLines(want, snapshot(t, materializeTo(t, v), snapOpts{})); d != "" {
+		t.Fatalf("the vault differs from the mount:\n%s", d)
+	}
+	if err := v.ViewAt("live-1", func(tx *vfs.Tx) error {
+		_, err := tx.Lookup(vfs.RootIno, "transient")
+		return err
+	}); err != nil {
+		t.Fatalf("checkpoint live-1 lost what was persisted before it: %v", err)
+	}
+}
+
+// TestRecoverAfterCheckpoint: a run killed after a checkpoint froze its
+// last persist is still pending, and Recover ingests all of it.
+func TestRecoverAfterCheckpoint(t *testing.T) {
+	needRoot(t)
+	v, _ := newVault(t, vfs.Quota{})
+	c := newCache(t)
+	src := t.TempDir()
+	sampleTree(t, src)
+	importDir(t, v, src)
+	run, want := liveRun(t, v, c)
+	// The process dies: the kernel keeps the overlay; nothing ingests.
+	rec, err := c.Recover(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec) != 1 || !rec[0].Ingested || rec[0].Err != nil {
+		t.Fatalf("recovered %+v", rec)
+	}
+	run.mounted = false // Recover unmounted it
+	if d := diffLines(want, snapshot(t, materializeTo(t, v), snapOpts{})); d != "" {
+		t.Fatalf("the vault differs from the mount:\n%s", d)
+	}
+}
