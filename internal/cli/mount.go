@@ -42,7 +42,7 @@ type mountResult struct {
 	Transport  string `json:"transport"` // the transport that serves it (package transport)
 	// TransportReason says why that transport serves it
 	// (transport.ForMount).
-	TransportReason string `json:"transport_reason,omitempty"`
+	TransportReason string `json:"transport_reason"`
 }
 
 func (r mountResult) human(w io.Writer) {
@@ -221,7 +221,7 @@ func (a *app) serveWorkspace(h *registry.Home, name, mnt string, sa serverArgs, 
 	}
 	if ready == nil {
 		a.emit(mountResult{Vault: name, Mountpoint: mnt, PID: os.Getpid(), ReadOnly: sa.readonly,
-			Transport: transport.Overlay, TransportReason: "asked for with --transport"})
+			Transport: transport.Overlay, TransportReason: transport.AskedFor})
 	}
 	return nil, mountd.ServeWorkspace(ctx, h, ws, sa.owner, ready, a.env.Stderr)
 }
@@ -281,7 +281,12 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 		ready.Fail(err)
 		return nil, err
 	}
-	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly, Transport: mountrec.FUSE}
+	reason := transport.AutoFUSE
+	if sa.transport == transport.FUSE {
+		reason = transport.AskedFor
+	}
+	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly, Transport: mountrec.FUSE,
+		TransportReason: reason}
 	if ready != nil {
 		ready.Ready()
 	} else {

@@ -23,6 +23,13 @@ func Available(t Transport) error {
 	return nil
 }
 
+// Why a mount's transport was taken (ForMount).
+const (
+	AskedFor = "asked for with --transport"
+	AutoFUSE = "auto: FUSE, the live view: every write through the mount is the vault's at once; " +
+		"an overlay mount (--transport overlay) holds them in its upper dir until ingested"
+)
+
 // ForMount is the transport a mount that outlives its caller (`avfs
 // mount`, the library's Home.Mount) takes when asked for name, and why.
 // A name asked for is taken or refused with its transport's typed error
@@ -42,13 +49,12 @@ func ForMount(r *Registry, name string, fuseAvailable func() error) (Transport, 
 		if err := Available(t); err != nil {
 			return nil, "", err
 		}
-		return t, "asked for with --transport", nil
+		return t, AskedFor, nil
 	}
 	ferr := fuseAvailable()
 	if ferr == nil {
 		t, err := r.Get(FUSE)
-		return t, "auto: FUSE, the live view: every write through the mount is the vault's at once; " +
-			"an overlay mount (--transport overlay) holds them in its upper dir until ingested", err
+		return t, AutoFUSE, err
 	}
 	ov, err := r.Get(Overlay)
 	if err != nil {
