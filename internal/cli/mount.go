@@ -212,8 +212,10 @@ func (a *app) serveWorkspace(h *registry.Home, name, mnt string, sa serverArgs, 
 	defer ready.Close()
 	ctx, stopSignals := signal.NotifyContext(a.ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stopSignals()
-	h.WriteGuard = nil // this process is the vault's writer
-	h.BeforeOpen = nil
+	h.WriteGuard = nil // this process is the vault's writer, or reads
+	if !sa.readonly {
+		h.BeforeOpen = nil // its own flush is the persist
+	}
 	ws, err := a.startOverlay(ctx, h, name, mnt, sa)
 	if err != nil {
 		ready.Fail(err)

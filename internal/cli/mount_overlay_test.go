@@ -152,6 +152,21 @@ func TestOverlayMount(t *testing.T) {
 	if err := os.Rename(filepath.Join(mnt, "keep"), filepath.Join(mnt, "kept")); err != nil {
 		t.Fatal(err)
 	}
+	// A read-only overlay mount beside it, started before anything
+	// read the vault, shows the host's writes too: its start has the
+	// read-write mount ingest before it seals the working state.
+	ro := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.mount("--readonly", "v", ro, "--transport", "overlay")
+	if b, err := os.ReadFile(filepath.Join(ro, "d", "f")); err != nil || string(b) != "f\n" {
+		t.Errorf("read-only overlay beside the mount: %q %v", b, err)
+	}
+	h.ok("unmount", ro)
+	if mounted(ro) {
+		t.Fatal("the read-only overlay stayed mounted")
+	}
 	// A read and a checkpoint of the vault while it is mounted see the
 	// host's writes: they ingest first.
 	if got := h.ok("--vault", "v", "cat", "/new"); got != "new\n" {

@@ -155,9 +155,17 @@ func (w *workspace) Prepared() overlay.Prepared { return w.prep }
 func (w *workspace) Finished() *overlay.Finished { return w.fin }
 
 // withVault opens the vault for one step without the Home's write
-// guard: this workspace holds the writer lock the guard asks about.
+// guard: this workspace holds the writer lock the guard asks about. A
+// read-only workspace keeps the Home's BeforeOpen: its start seals the
+// working state, and a read-write overlay mount of the vault must have
+// ingested into it first (mountd.Persist), or that seal would freeze a
+// layer its next ingest does not know.
 func (w *workspace) withVault(fn func(*vfs.Vault) error) error {
-	v, err := w.spec.Home.Unguarded().Open(w.spec.Vault)
+	h := w.spec.Home.Unguarded()
+	if w.spec.ReadOnly {
+		h.BeforeOpen = w.spec.Home.BeforeOpen
+	}
+	v, err := h.Open(w.spec.Vault)
 	if err != nil {
 		return err
 	}
