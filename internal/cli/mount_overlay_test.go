@@ -3,8 +3,10 @@ package cli
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -183,6 +185,17 @@ func TestOverlayMount(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnt, "new")); err != nil {
 		t.Fatal(err)
 	}
+	// A file open in the mount: the unmount is refused and the mount
+	// stays.
+	f, err := os.Open(filepath.Join(mnt, "after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := h.run("", "--json", "unmount", mnt)
+	f.Close()
+	if code != exitCode("MountBusy") || !mounted(mnt) {
+		t.Fatalf("unmount while a file is open: exit %d %s (mounted %v)", code, out, mounted(mnt))
+	}
 	var un struct {
 		Transport string `json:"transport"`
 	}
@@ -344,4 +357,31 @@ func TestOverlayMountNotRoot(t *testing.T) {
 	if mounted(filepath.Join(dir, "mnt")) {
 		t.Fatal("mounted anyway")
 	}
+}
+
+// TestOverlayMountOwner: an overlay mount started with --owner-pid ends
+// when that process exits, and what the host wrote is ingested.
+func TestOverlayMountOwner(t *testing.T) {
+	h, mnt := overlayHost(t)
+	owner := exec.Command("sleep", "60")
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = owner.Process.Kill(); _ = owner.Wait() })
+	m := h.mount("v", mnt, "--transport", "overlay", "--owner-pid", strconv.Itoa(owner.Process.Pid))
+	hostWrite(t, filepath.Join(mnt, "by-owner"), "owned\n")
+	if err := owner.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = owner.Wait()
+	if !gone(m.PID) {
+		t.Fatal("the mount outlived its owner")
+	}
+	if mounted(mnt) {
+		t.Fatal("still mounted after the owner exited")
+	}
+	if got := h.ok("--vault", "v", "cat", "/by-owner"); got != "owned\n" {
+		t.Fatalf("after the owner exited: %q", got)
+	}
+	h.ok("--vault", "v", "fsck")
 }
