@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -101,5 +102,68 @@ func TestRecoverAfterCheckpoint(t *testing.T) {
 	run.mounted = false // Recover unmounted it
 	if d := diffLines(want, snapshot(t, materializeTo(t, v), snapOpts{})); d != "" {
 		t.Fatalf("the vault differs from the mount:\n%s", d)
+	}
+}
+
+// TestPersistSkipsUnchangedUpper: a Persist of an upper unchanged since
+// the last one ingests nothing (the working state's layer stays), and a
+// same-size rewrite is still seen.
+func TestPersistSkipsUnchangedUpper(t *testing.T) {
+	needRoot(t)
+	v, _ := newVault(t, vfs.Quota{})
+	c := newCache(t)
+	importDir(t, v, t.TempDir())
+	run, err := c.Start(context.Background(), v, "skip", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Discard()
+	f := filepath.Join(run.Merged, "f")
+	top := func() uint64 {
+		t.Helper()
+		ls, err := v.StateLayers("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ls[0].Layer
+	}
+	read := func() string {
+		t.Helper()
+		var b []byte
+		if err := v.View(func(tx *vfs.Tx) error {
+			a, err := tx.Lookup(vfs.RootIno, "f")
+			if err != nil {
+				return err
+			}
+			b = make([]byte, a.Size)
+			_, err = tx.Read(a.Ino, 0, b)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if err := os.WriteFile(f, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * racyWindow) // past the racy window: the walk is trusted
+	if err := run.Persist(v); err != nil {
+		t.Fatal(err)
+	}
+	first := top()
+	if err := run.Persist(v); err != nil {
+		t.Fatal(err)
+	}
+	if got := top(); got != first {
+		t.Fatalf("an unchanged upper was ingested again: top %d, was %d", got, first)
+	}
+	if err := os.WriteFile(f, []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Persist(v); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "two" {
+		t.Fatalf("after a same-size rewrite the vault holds %q", got)
 	}
 }

@@ -34,6 +34,9 @@ type Run struct {
 	pending  pending
 	lease    Lease
 	mounted  bool
+	// printed is the upper's fingerprint at the last Persist that
+	// ingested it (upperPrint), zero when none may be trusted.
+	printed [32]byte
 }
 
 // pending is a run's pending.json.
@@ -157,7 +160,16 @@ func (r *Run) Discard() error {
 // Persist makes what the run wrote so far v's working state: the upper
 // ingested over the run's base, the mount going on. Finish ingests the
 // whole upper over the base again, replacing what Persist wrote.
+//
+// An upper unchanged since the last Persist is not ingested again: the
+// working state holds it already, or a checkpoint froze it since and the
+// new top over that checkpoint is that same state.
 func (r *Run) Persist(v *vfs.Vault) error {
+	print, trusted := upperPrint(r.upper())
+	if trusted && print == r.printed && r.pending.Persisted != 0 {
+		return nil
+	}
+	r.printed = [32]byte{}
 	s, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
 		_, err := Ingest(tx, r.upper(), r.pending.Format)
 		return err
@@ -165,13 +177,18 @@ func (r *Run) Persist(v *vfs.Vault) error {
 	if err != nil {
 		return err
 	}
-	if s.Layer == r.pending.Persisted {
-		return nil
+	if s.Layer != r.pending.Persisted {
+		// Written before the caller hears of the persist: only then may a
+		// checkpoint freeze the layer.
+		r.pending.Persisted = s.Layer
+		if err := r.writePending(); err != nil {
+			return err
+		}
 	}
-	// Written before the caller hears of the persist: only then may a
-	// checkpoint freeze the layer.
-	r.pending.Persisted = s.Layer
-	return r.writePending()
+	if trusted {
+		r.printed = print
+	}
+	return nil
 }
 
 // also is the layer an ingest may find the working state standing on
