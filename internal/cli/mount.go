@@ -330,7 +330,9 @@ An overlay mount is ingested first, in one transaction, then unmounted. An
 ingest the vault refuses (QuotaExceeded: free space in the mount or raise
 the quota) changes nothing and the mount stays; --discard throws the
 mount's writes away instead and gives the vault back its state from the
-start of the mount (checkpoints saved meanwhile stay).`,
+start of the mount (checkpoints saved meanwhile stay). --lazy on an overlay
+mount in use detaches it and ingests what is there: what is written through
+files still open after that is not the vault's.`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			h, err := a.home()

@@ -167,3 +167,45 @@ func TestPersistSkipsUnchangedUpper(t *testing.T) {
 		t.Fatalf("after a same-size rewrite the vault holds %q", got)
 	}
 }
+
+// TestDetachedUpperNotAdopted: a run whose overlay had to be detached
+// (a file in it still open) is ingested, but its upper, which that file
+// may still write to, does not become a cached layer.
+func TestDetachedUpperNotAdopted(t *testing.T) {
+	needRoot(t)
+	v, _ := newVault(t, vfs.Quota{})
+	c := newCache(t)
+	importDir(t, v, t.TempDir())
+	run, err := c.Start(context.Background(), v, "busy", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(run.Merged, "open"))
+	if err != nil {
+		run.Discard()
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("before"); err != nil {
+		t.Fatal(err)
+	}
+	fin, err := run.Finish(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fin.Adopted {
+		t.Fatal("the upper of a detached overlay was adopted as a cached layer")
+	}
+	if _, err := f.WriteString(" after"); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := c.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Key == Key(v.ID(), fin.Sealed.Layer) {
+			t.Fatalf("the run's layer %d is cached from the detached upper", fin.Sealed.Layer)
+		}
+	}
+}

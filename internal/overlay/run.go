@@ -37,6 +37,10 @@ type Run struct {
 	// printed is the upper's fingerprint at the last Persist that
 	// ingested it (upperPrint), zero when none may be trusted.
 	printed [32]byte
+	// detached: the overlay was detached while files in it were open.
+	// Those may still write into the upper, so the upper is ingested but
+	// never adopted as a cached layer (lower dirs must not change).
+	detached bool
 }
 
 // pending is a run's pending.json.
@@ -213,17 +217,19 @@ func (r *Run) writePending() error {
 }
 
 // Unmount unmounts the run's overlay and keeps its upper for Finish or
-// Reset. Unless lazy, a mount in use is refused (EBUSY, as the kernel
-// says it) and stays.
+// Reset. A mount in use is refused (EBUSY, as the kernel says it) and
+// stays, unless lazy: then it is detached, and what is written through
+// the files still open is not the vault's.
 func (r *Run) Unmount(lazy bool) error {
 	if !r.mounted {
 		return nil
 	}
-	flags := 0
-	if lazy {
-		flags = unix.MNT_DETACH
+	err := unix.Unmount(r.Merged, 0)
+	if errors.Is(err, unix.EBUSY) && lazy {
+		err = unix.Unmount(r.Merged, unix.MNT_DETACH)
+		r.detached = err == nil
 	}
-	if err := unix.Unmount(r.Merged, flags); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err != nil && !errors.Is(err, unix.EINVAL) {
 		return err
 	}
 	r.mounted = false
@@ -253,20 +259,24 @@ func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 			// to the host dir beneath, not the upper.
 			gone = &errs.Error{Kind: errs.IoError, Op: "overlay run", Path: r.Merged,
 				Err: errors.New("the workspace was unmounted during the run: writes made after that are not in the vault")}
-		} else if err := Unmount(r.Merged); err != nil {
-			return fin, err
+		} else if err := r.Unmount(true); err != nil {
+			return fin, hostErr("overlay run", r.Merged, err)
 		}
 		r.mounted = false
 	}
 	defer r.lease.Release()
 	start := time.Now()
-	fin, err := ingestRun(v, r.Dir, r.pending, r.cache)
+	c := r.cache
+	if r.detached {
+		c = nil
+	}
+	fin, err := ingestRun(v, r.Dir, r.pending, c)
 	fin.Ms = since(start)
 	return fin, errors.Join(err, gone)
 }
 
 // ingestRun ingests the upper of run dir and disposes of the dir: adopted
-// into the cache, or removed.
+// into the cache c, or removed (always, when c is nil).
 func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) {
 	var fin Finished
 	upper := filepath.Join(dir, "upper")
@@ -283,7 +293,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 	// The upper is the layer's form only when the layer holds nothing
 	// else: no other writer wrote into it before the ingest, and it is
 	// the layer the run started over (no restore moved the top).
-	if sealed.WasEmpty && !sealed.Unchanged {
+	if c != nil && sealed.WasEmpty && !sealed.Unchanged {
 		if err := c.Adopt(upper, Key(v.ID(), sealed.Layer), p.Parent, fin.Stats); err == nil {
 			fin.Adopted = true
 		}
