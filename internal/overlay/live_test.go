@@ -209,3 +209,38 @@ func TestDetachedUpperNotAdopted(t *testing.T) {
 		}
 	}
 }
+
+// TestUnchangedUpperAcrossCheckpoints: checkpoints saved one after the
+// other beside an upper that does not change (each read persists first)
+// leave the run able to ingest: an unchanged upper is ingested again
+// once a checkpoint froze its layer.
+func TestUnchangedUpperAcrossCheckpoints(t *testing.T) {
+	needRoot(t)
+	v, _ := newVault(t, vfs.Quota{})
+	c := newCache(t)
+	importDir(t, v, t.TempDir())
+	run, err := c.Start(context.Background(), v, "still", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Discard()
+	if err := os.WriteFile(filepath.Join(run.Merged, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * racyWindow)
+	for _, cp := range []string{"a", "b", "c"} {
+		if err := run.Persist(v); err != nil {
+			t.Fatalf("persist before checkpoint %s: %v", cp, err)
+		}
+		if _, err := v.SaveCheckpoint(cp, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := snapshot(t, run.Merged, snapOpts{})
+	if _, err := run.Finish(v); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffLines(want, snapshot(t, materializeTo(t, v), snapOpts{})); d != "" {
+		t.Fatalf("the vault differs from the mount:\n%s", d)
+	}
+}

@@ -165,13 +165,18 @@ func (r *Run) Discard() error {
 // ingested over the run's base, the mount going on. Finish ingests the
 // whole upper over the base again, replacing what Persist wrote.
 //
-// An upper unchanged since the last Persist is not ingested again: the
-// working state holds it already, or a checkpoint froze it since and the
-// new top over that checkpoint is that same state.
+// An upper unchanged since the last Persist is not ingested again while
+// the working state is still the layer that Persist wrote. Once a
+// checkpoint has frozen that layer it is ingested again, over the base:
+// the working state then stands on the base or on the last persisted
+// layer, never deeper, which is what UpdateOver and Recover rely on.
 func (r *Run) Persist(v *vfs.Vault) error {
 	print, trusted := upperPrint(r.upper())
 	if trusted && print == r.printed && r.pending.Persisted != 0 {
-		return nil
+		ls, err := v.StateLayers("")
+		if err == nil && len(ls) > 0 && ls[0].Layer == r.pending.Persisted && !ls[0].Frozen {
+			return nil
+		}
 	}
 	r.printed = [32]byte{}
 	s, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
