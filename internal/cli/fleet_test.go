@@ -51,6 +51,8 @@ type host struct {
 	bin  string
 	home string
 	env  []string
+	// asUser runs avfs as this uid (0: as the test).
+	asUser uint32
 }
 
 func newHost(t *testing.T, bin, dsn string, extra ...string) *host {
@@ -83,6 +85,9 @@ func (h *host) unmountAll() {
 func (h *host) run(stdin string, args ...string) (int, string, string) {
 	cmd := exec.Command(h.bin, args...)
 	cmd.Env = h.env
+	if h.asUser != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: h.asUser, Gid: h.asUser}}
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

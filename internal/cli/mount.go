@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/transport"
 	"github.com/agentvfs/agentvfs/internal/transport/fusemount"
+	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
+	"github.com/agentvfs/agentvfs/internal/transport/served"
 )
 
 // MountExecutable is the program `avfs mount` starts to serve a mount: the
@@ -37,6 +40,9 @@ type mountResult struct {
 	PID        int    `json:"pid"`
 	ReadOnly   bool   `json:"readonly"`
 	Transport  string `json:"transport"` // the transport that serves it (package transport)
+	// TransportReason says why that transport serves it
+	// (transport.ForMount).
+	TransportReason string `json:"transport_reason"`
 }
 
 func (r mountResult) human(w io.Writer) {
@@ -44,7 +50,7 @@ func (r mountResult) human(w io.Writer) {
 	if r.ReadOnly {
 		mode = "read-only"
 	}
-	fmt.Fprintf(w, "mounted %s at %s (%s, pid %d)\n", r.Vault, r.Mountpoint, mode, r.PID)
+	fmt.Fprintf(w, "mounted %s at %s (%s, %s, pid %d)\n", r.Vault, r.Mountpoint, mode, r.Transport, r.PID)
 }
 
 // serverArgs are how a mount is served.
@@ -52,6 +58,8 @@ type serverArgs struct {
 	readonly bool
 	owner    int           // end with this process (0: none)
 	idle     time.Duration // end after this long unused (0: never)
+	// transport is --transport: auto, fuse or overlay.
+	transport string
 }
 
 func (a *app) mountCmd() *cobra.Command {
@@ -60,7 +68,7 @@ func (a *app) mountCmd() *cobra.Command {
 	var sa serverArgs
 	c := &cobra.Command{
 		Use:   "mount [VAULT] MOUNTPOINT",
-		Short: "Serve a vault as a directory (FUSE)",
+		Short: "Serve a vault as a directory (FUSE or overlayfs)",
 		Long: `Mount VAULT (default: the selected vault) on the existing directory
 MOUNTPOINT. The mount is served by its own avfs process, started in a new
 session; the command returns once the mount answers, and prints the serving
@@ -76,7 +84,21 @@ mount or a CLI write fails with VaultLocked naming the mountpoint — unless
 that mount has an idle timeout and is idle: then it ends at once and gives
 way. CLI reads, checkpoints and forks of a mounted vault first ask the mount
 to persist what it buffers, so they see every write made through it.
-Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`,
+Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.
+
+--transport (default auto) says what serves the mount. fuse: avfs serves the
+vault live; every write through the mount is the vault's at once. overlay:
+the kernel's overlayfs stacks the vault's layers, materialized on the host,
+under an upper dir in the runtime dir; the host works at its disk's speed
+and the vault gets the writes when they are ingested, in one transaction:
+before any read of the vault (cat, diff, checkpoint save, a fork), and at
+unmount. An ingest the vault refuses (QuotaExceeded) changes nothing and
+the mount stays; ` + "`avfs unmount --discard`" + ` throws its writes away. Overlay
+needs root, takes no --idle-timeout, and a serving process holds its writer
+lock and record as for FUSE; if that process is killed, the next overlay
+mount of the vault ingests what it left. auto takes FUSE, the live view,
+and overlay only where FUSE is unavailable; the result's transport_reason
+says why.`,
 		Args: rangeArgs(1, 2),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			switch {
@@ -86,9 +108,10 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 				return nil, invalidf("mount", "--owner-pid must be a process id, or 0 for none, not %d", sa.owner)
 			case readyFD < 0:
 				return nil, invalidf("mount", "--ready-fd must be a file descriptor, not %d", readyFD)
-			}
-			if err := mountd.Available(); err != nil {
-				return nil, err
+			case sa.transport != transport.Auto && sa.transport != transport.FUSE && sa.transport != transport.Overlay:
+				return nil, invalidf("mount", "--transport must be auto, fuse or overlay, not %q", sa.transport)
+			case sa.transport == transport.Overlay && sa.idle > 0:
+				return nil, invalidf("mount", "an overlay mount has no --idle-timeout: nothing sees it used; unmount it")
 			}
 			h, err := a.home()
 			if err != nil {
@@ -106,16 +129,25 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 			if err != nil {
 				return nil, err
 			}
+			ts, err := a.transports(h)
+			if err != nil {
+				return nil, err
+			}
 			if foreground {
+				if sa.transport == transport.Overlay {
+					return a.serveWorkspace(h, name, mnt, sa, readyFD)
+				}
+				if err := mountd.Available(); err != nil {
+					return nil, err
+				}
 				return a.serveMount(h, name, mnt, sa, readyFD)
 			}
-			ts, err := a.transports()
+			t, reason, err := transport.ForMount(ts, sa.transport, mountd.Available)
 			if err != nil {
 				return nil, err
 			}
-			t, err := ts.Get("")
-			if err != nil {
-				return nil, err
+			if t.Name() == transport.Overlay && sa.idle > 0 {
+				return nil, invalidf("mount", "an overlay mount has no --idle-timeout: nothing sees it used; unmount it")
 			}
 			ws, err := t.Start(a.ctx, transport.Spec{Home: h, Vault: name, Dir: mnt, ReadOnly: sa.readonly,
 				OwnerPID: sa.owner, IdleTimeout: sa.idle})
@@ -123,7 +155,8 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 				return nil, err
 			}
 			in := ws.Info()
-			return mountResult{Vault: name, Mountpoint: mnt, PID: in.PID, ReadOnly: sa.readonly, Transport: in.Transport}, nil
+			return mountResult{Vault: name, Mountpoint: mnt, PID: in.PID, ReadOnly: sa.readonly, Transport: in.Transport,
+				TransportReason: reason}, nil
 		}),
 	}
 	f := c.Flags()
@@ -133,24 +166,86 @@ Read-only mounts may be many. Unmount with ` + "`avfs unmount MOUNTPOINT`" + `.`
 	_ = f.MarkHidden("ready-fd")
 	f.IntVar(&sa.owner, "owner-pid", 0, "unmount when this process exits (0: the mount outlives its caller)")
 	f.DurationVar(&sa.idle, "idle-timeout", 0, "unmount after serving nothing for this long, and give way to a CLI write when idle (0: never)")
+	f.StringVar(&sa.transport, "transport", transport.Auto, "what serves the mount: auto (FUSE where it is available), fuse, overlay")
 	return c
 }
 
-// transports are the workspace transports of this program; the first is
-// the default.
-func (a *app) transports() (*transport.Registry, error) {
-	return transport.NewRegistry(a.fuseTransport())
+// transports are the workspace transports of `avfs mount`, each served
+// from a process of its own; the first is the default.
+func (a *app) transports(h *registry.Home) (*transport.Registry, error) {
+	ov, err := a.overlayTransport(h)
+	if err != nil {
+		return nil, err
+	}
+	return transport.NewRegistry(a.fuseTransport(),
+		served.New(transport.Overlay, a.mountExecutable, ov.Available))
+}
+
+// overlayTransport is the overlay transport as this process runs it.
+func (a *app) overlayTransport(h *registry.Home) (*overlaymount.Transport, error) {
+	runDir, err := proxy.RuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR"))
+	if err != nil {
+		return nil, err
+	}
+	return overlaymount.New(overlaymount.CacheDir(runDir)), nil
+}
+
+func (a *app) mountExecutable() (string, error) {
+	exe, err := MountExecutable()
+	if err != nil {
+		return "", &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
+	}
+	return exe, nil
 }
 
 // fuseTransport is the FUSE transport, its servers run as this program.
 func (a *app) fuseTransport() *fusemount.Transport {
-	return fusemount.New(func() (string, error) {
-		exe, err := MountExecutable()
-		if err != nil {
-			return "", &errs.Error{Kind: errs.IoError, Op: "mount", Err: err}
+	return fusemount.New(a.mountExecutable)
+}
+
+// serveWorkspace serves an overlay mount from this process: it mounts
+// (recovering first what a killed server of the vault left), holds the
+// writer lock and the record, and answers the control socket until the
+// mount is ended (mountd.ServeWorkspace).
+func (a *app) serveWorkspace(h *registry.Home, name, mnt string, sa serverArgs, readyFD int) (any, error) {
+	ready := mountd.NewReporter(readyFD)
+	defer ready.Close()
+	ctx, stopSignals := signal.NotifyContext(a.ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stopSignals()
+	h.WriteGuard = nil // this process is the vault's writer, or reads
+	if !sa.readonly {
+		h.BeforeOpen = nil // its own flush is the persist
+	}
+	ws, err := a.startOverlay(ctx, h, name, mnt, sa)
+	if err != nil {
+		ready.Fail(err)
+		return nil, err
+	}
+	if ready == nil {
+		a.emit(mountResult{Vault: name, Mountpoint: mnt, PID: os.Getpid(), ReadOnly: sa.readonly,
+			Transport: transport.Overlay, TransportReason: transport.AskedFor})
+	}
+	return nil, mountd.ServeWorkspace(ctx, h, ws, sa.owner, ready, a.env.Stderr)
+}
+
+func (a *app) startOverlay(ctx context.Context, h *registry.Home, name, mnt string, sa serverArgs) (transport.Workspace, error) {
+	ov, err := a.overlayTransport(h)
+	if err != nil {
+		return nil, err
+	}
+	if err := ov.Available(); err != nil {
+		return nil, err
+	}
+	// A server of this vault's overlay mount here that was killed left
+	// the overlay mounted: the start's recovery unmounts and ingests it.
+	stale, ok := mountrec.Find(h, mnt)
+	recovering := ok && !stale.Live && stale.Transport == transport.Overlay && stale.Vault == name
+	if !recovering {
+		if err := mountd.CheckMountpoint(mnt); err != nil {
+			return nil, err
 		}
-		return exe, nil
-	})
+	}
+	return ov.Start(ctx, transport.Spec{Home: h, Vault: name, Dir: mnt, ReadOnly: sa.readonly})
 }
 
 // helperExecutable is the avfs binary a run re-executes as its helper
@@ -198,7 +293,12 @@ func (a *app) serveMount(h *registry.Home, name, mnt string, sa serverArgs, read
 		ready.Fail(err)
 		return nil, err
 	}
-	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly, Transport: mountrec.FUSE}
+	reason := transport.AutoFUSE
+	if sa.transport == transport.FUSE {
+		reason = transport.AskedFor
+	}
+	res := mountResult{Vault: name, Mountpoint: s.Mountpoint(), PID: os.Getpid(), ReadOnly: sa.readonly, Transport: mountrec.FUSE,
+		TransportReason: reason}
 	if ready != nil {
 		ready.Ready()
 	} else {
@@ -216,6 +316,10 @@ type unmountResult struct {
 	Vault      string `json:"vault,omitempty"`
 	PID        int    `json:"pid,omitempty"`
 	Lazy       bool   `json:"lazy"`
+	// Transport is what served the mount; Discarded says its writes the
+	// vault did not hold were thrown away (--discard).
+	Transport string `json:"transport,omitempty"`
+	Discarded bool   `json:"discarded,omitempty"`
 }
 
 func (r unmountResult) human(w io.Writer) {
@@ -223,14 +327,22 @@ func (r unmountResult) human(w io.Writer) {
 }
 
 func (a *app) unmountCmd() *cobra.Command {
-	var lazy bool
+	var lazy, discard bool
 	c := &cobra.Command{
 		Use:   "unmount MOUNTPOINT",
 		Short: "Unmount a vault and wait for its server to finish",
 		Long: `Unmount the avfs mount at MOUNTPOINT and wait until its serving process
 has persisted everything, closed the vault and gone. Files still in use make
 it fail with MountBusy; --lazy detaches the mount at once and lets the
-server finish when the last of them is closed.`,
+server finish when the last of them is closed.
+
+An overlay mount is ingested first, in one transaction, then unmounted. An
+ingest the vault refuses (QuotaExceeded: free space in the mount or raise
+the quota) changes nothing and the mount stays; --discard throws the
+mount's writes away instead and gives the vault back its state from the
+start of the mount (checkpoints saved meanwhile stay). --lazy on an overlay
+mount in use detaches it and ingests what is there: what is written through
+files still open after that is not the vault's.`,
 		Args: exactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
 			h, err := a.home()
@@ -241,14 +353,16 @@ server finish when the last of them is closed.`,
 			if err != nil {
 				return nil, err
 			}
-			info, err := mountd.Unmount(a.ctx, h, mnt, mountd.UnmountOptions{Lazy: lazy})
+			info, err := mountd.Unmount(a.ctx, h, mnt, mountd.UnmountOptions{Lazy: lazy, Discard: discard})
 			if err != nil {
 				return nil, err
 			}
-			return unmountResult{Mountpoint: mnt, Vault: info.Vault, PID: info.PID, Lazy: lazy}, nil
+			return unmountResult{Mountpoint: mnt, Vault: info.Vault, PID: info.PID, Lazy: lazy,
+				Transport: info.Transport, Discarded: discard}, nil
 		}),
 	}
 	c.Flags().BoolVar(&lazy, "lazy", false, "detach now even if files are in use (MNT_DETACH)")
+	c.Flags().BoolVar(&discard, "discard", false, "overlay: throw away the writes the vault does not hold instead of ingesting them")
 	return c
 }
 
@@ -260,7 +374,7 @@ type mountsResult struct {
 
 func (r mountsResult) human(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VAULT\tMOUNTPOINT\tPID\tMODE\tSTATE")
+	fmt.Fprintln(tw, "VAULT\tMOUNTPOINT\tPID\tMODE\tTRANSPORT\tSTATE")
 	for _, m := range r.Mounts {
 		mode, state := "rw", "live"
 		if m.ReadOnly {
@@ -269,7 +383,7 @@ func (r mountsResult) human(w io.Writer) {
 		if !m.Live {
 			state = "dead (avfs mounts --prune)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", m.Vault, m.Mountpoint, m.PID, mode, state)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", m.Vault, m.Mountpoint, m.PID, mode, m.Transport, state)
 	}
 	tw.Flush()
 	for _, m := range r.Pruned {
@@ -282,7 +396,8 @@ func (a *app) mountsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "mounts",
 		Short: "List the mounts of this avfs home",
-		Long: `List the vaults mounted from this avfs home, with their serving processes.
+		Long: `List the vaults mounted from this avfs home, with their serving processes
+and the transport that serves each (fuse, overlay).
 A mount whose server died is shown as not live; --prune removes its record
 and detaches what the kernel still holds of it.`,
 		Args: noArgs,

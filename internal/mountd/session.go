@@ -1,7 +1,8 @@
-// Package mountd is the serving process of a FUSE mount and the one
-// place that talks to it: Start runs it and waits for its readiness
-// report (start.go), Call speaks its typed control protocol (control.go),
-// and Unmount ends it (unmount.go). The filesystem it serves is package
+// Package mountd is the serving process of a mount and the one place
+// that talks to it: Start runs it and waits for its readiness report
+// (start.go), Call speaks its typed control protocol (control.go), and
+// Unmount ends it (unmount.go). It serves a FUSE mount (Session) or
+// another transport's workspace (ServeWorkspace, workspace.go). The filesystem it serves is package
 // fusefs; what it leaves on disk is package mountrec.
 //
 // A Session is one mount, driven as an explicit state machine:
@@ -183,6 +184,12 @@ func (s *Session) validate() error {
 		return err
 	}
 	o.Mountpoint = mnt
+	return CheckMountpoint(mnt)
+}
+
+// CheckMountpoint says whether the clean directory mnt may be mounted
+// on: it exists, is a directory, and nothing is mounted there.
+func CheckMountpoint(mnt string) error {
 	fi, err := os.Stat(mnt)
 	if err != nil {
 		return &errs.Error{Kind: errs.NotFound, Op: "mount", Path: mnt, Err: err, Hint: "create the directory first"}

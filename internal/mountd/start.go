@@ -27,6 +27,9 @@ type Request struct {
 	OwnerPID int
 	// IdleTimeout ends the mount after this long unused (0: never).
 	IdleTimeout time.Duration
+	// Transport is what the process serves ("" or "fuse": a FUSE mount;
+	// another name: that transport's workspace, ServeWorkspace).
+	Transport string
 }
 
 // ReadyTimeout bounds the wait for a serving process to report the mount
@@ -72,6 +75,9 @@ func Start(ctx context.Context, exe string, r Request) (int, error) {
 	}
 	if r.OwnerPID > 0 {
 		args = append(args, "--owner-pid", strconv.Itoa(r.OwnerPID))
+	}
+	if r.Transport != "" && r.Transport != mountrec.FUSE {
+		args = append(args, "--transport", r.Transport)
 	}
 	if r.IdleTimeout > 0 {
 		args = append(args, "--idle-timeout", r.IdleTimeout.String())

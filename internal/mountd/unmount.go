@@ -22,6 +22,11 @@ type UnmountOptions struct {
 	// failing with MountBusy, and still waits for its server (a proxy
 	// run's mount held by a process that left the command's group).
 	DetachBusy bool
+	// Discard throws away what an overlay mount wrote that its vault
+	// does not hold yet, and gives the vault back its state from the
+	// start of the mount (a FUSE mount's writes are the vault's already:
+	// InvalidInput).
+	Discard bool
 }
 
 // finishTimeout bounds the wait for an unmounted mount's server to
@@ -38,12 +43,19 @@ const finishTimeout = 30 * time.Second
 // finishes by itself).
 func Unmount(ctx context.Context, h *registry.Home, mnt string, o UnmountOptions) (mountrec.Info, error) {
 	info, hasRecord := mountrec.Find(h, mnt)
+	if hasRecord && info.Live && info.Transport != mountrec.FUSE {
+		return info, unmountWorkspace(ctx, h, info, o)
+	}
 	if !mountrec.IsAvfsMount(mnt) {
 		if hasRecord && !info.Live {
 			_, _ = mountrec.Prune(h)
 		}
 		return info, &errs.Error{Kind: NotMounted, Op: "unmount", Path: mnt,
 			Err: errors.New("no avfs mount at this directory")}
+	}
+	if o.Discard {
+		return info, &errs.Error{Kind: errs.InvalidInput, Op: "unmount", Path: mnt,
+			Err: errors.New("--discard applies to overlay mounts: a FUSE mount's writes are in the vault already")}
 	}
 	if ctx.Err() != nil {
 		return info, errs.Stopped(ctx, "unmount")
@@ -69,6 +81,45 @@ func Unmount(ctx context.Context, h *registry.Home, mnt string, o UnmountOptions
 		}
 	}
 	return info, nil
+}
+
+// unmountWorkspace asks the serving process of a workspace that is not
+// FUSE to end it ("unmount" on its control socket: the ingest, then the
+// unmount) and waits until the process has let go of the record. An
+// ingest the vault refuses, or a mount in use, is the error, and the
+// mount stays. A read-only workspace has no control socket: its process
+// gets SIGTERM, on which it unmounts.
+func unmountWorkspace(ctx context.Context, h *registry.Home, info mountrec.Info, o UnmountOptions) error {
+	if ctx.Err() != nil {
+		return errs.Stopped(ctx, "unmount")
+	}
+	if info.ReadOnly {
+		if err := syscall.Kill(info.PID, syscall.SIGTERM); err != nil {
+			return &errs.Error{Kind: errs.IoError, Op: "unmount", Path: info.Mountpoint,
+				Err: fmt.Errorf("signalling the serving process (pid %d): %w", info.PID, err)}
+		}
+	} else {
+		a := unmountArgs{Lazy: o.Lazy || o.DetachBusy, Discard: o.Discard}
+		err := Call(h, info.Mountpoint, "unmount", a, nil)
+		if errors.Is(err, ErrNoControl) {
+			return &errs.Error{Kind: errs.IoError, Op: "unmount", Path: info.Mountpoint,
+				Err: fmt.Errorf("the serving process (pid %d) does not answer: %w", info.PID, err)}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(finishTimeout)
+	for !mountrec.WaitGone(h, info.Mountpoint, 50*time.Millisecond) {
+		if ctx.Err() != nil {
+			return errs.Stopped(ctx, "unmount")
+		}
+		if time.Now().After(deadline) {
+			return &errs.Error{Kind: errs.IoError, Op: "unmount", Path: info.Mountpoint,
+				Err: fmt.Errorf("the serving process (pid %d) did not finish", info.PID)}
+		}
+	}
+	return nil
 }
 
 // unmount unmounts dir: EBUSY becomes MountBusy, EINVAL (not a mount

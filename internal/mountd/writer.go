@@ -46,8 +46,9 @@ func CheckWriter(h *registry.Home, vault string) error {
 // export, checkpoint save; a proxy run's checkpoint and change summary)
 // sees every write made through the mount before it asked, not the
 // server's last commit with files still empty. The mount's server is
-// asked ("flush" on its control socket); a mount without a control
-// socket is fsynced instead (docs/architecture.md, Mount). A mount that
+// asked ("flush" on its control socket: an overlay mount's server
+// ingests its upper dir); a FUSE mount without a control socket is
+// fsynced instead (docs/architecture.md, Mount). A mount that
 // cannot be listed or persisted fails it with IoError: a read without
 // the mount's writes would be wrong, silently. With no mount of vault it
 // returns nil. It is the registry's BeforeOpen hook.
@@ -65,7 +66,7 @@ func Persist(h *registry.Home, vault string) error {
 			continue
 		}
 		err := Call(h, in.Mountpoint, "flush", nil, nil)
-		if errors.Is(err, ErrNoControl) {
+		if errors.Is(err, ErrNoControl) && in.Transport == mountrec.FUSE {
 			err = fsyncDir(in.Mountpoint)
 		}
 		if err != nil {

@@ -195,6 +195,11 @@ func Prune(h *registry.Home) ([]Info, error) {
 		}
 		if IsAvfsMount(info.Mountpoint) {
 			_ = Unmount(info.Mountpoint, true)
+		} else if info.Transport != FUSE && IsMountpoint(info.Mountpoint) {
+			// An overlay whose server was killed: the kernel serves it
+			// still. Its upper dir waits in the layer cache for the next
+			// overlay mount of the vault to ingest it.
+			_ = Unmount(info.Mountpoint, true)
 		}
 		p := filepath.Join(dir, recordKey(info.Mountpoint)+".json")
 		// Only remove it if still stale: a new server may have taken it.

@@ -45,6 +45,10 @@ type Cache struct {
 	// MaxDepth is how many deltas an entry may stand on before the next
 	// run squashes the state into a new base (0: 32).
 	MaxDepth int
+	// Volatile mounts read-write runs volatile (no sync of the upper at
+	// fsync or unmount) where the boot can be named: for runs of one
+	// command, ingested when it ends (transport.Spec.OneRun).
+	Volatile bool
 }
 
 // entryMeta is an entry's meta.json.

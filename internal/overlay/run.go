@@ -34,6 +34,13 @@ type Run struct {
 	pending  pending
 	lease    Lease
 	mounted  bool
+	// printed is the upper's fingerprint at the last Persist that
+	// ingested it (upperPrint), zero when none may be trusted.
+	printed [32]byte
+	// detached: the overlay was detached while files in it were open.
+	// Those may still write into the upper, so the upper is ingested but
+	// never adopted as a cached layer (lower dirs must not change).
+	detached bool
 }
 
 // pending is a run's pending.json.
@@ -50,6 +57,11 @@ type pending struct {
 	// sync of its upper): an upper left by a boot that has ended may
 	// have lost any part of what the run wrote. "": synced as usual.
 	BootID string `json:"boot_id,omitempty"`
+	// Persisted is the layer the last Persist wrote (0: none yet). A
+	// checkpoint saved while the mount lives freezes it; the next ingest
+	// then starts over the base again (vfs.Vault.UpdateOver's also), and
+	// Recover knows the run is still pending.
+	Persisted uint64 `json:"persisted,omitempty"`
 }
 
 const runPrefix = ".run-"
@@ -100,11 +112,11 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, 
 	}
 	r.Prepared = prep
 	r.pending = pending{VaultID: v.ID(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
-	// A read-write upper is ingested or adopted (Adopt syncs it) and
-	// never mounted again, so the mount skips syncing it, unless the
-	// boot cannot be named.
+	// A run's read-write upper is ingested or adopted (Adopt syncs it)
+	// and never mounted again, so a volatile cache's mount skips syncing
+	// it, unless the boot cannot be named.
 	volatile := false
-	if id := currentBoot(); !ro && id != "" {
+	if id := currentBoot(); !ro && c.Volatile && id != "" {
 		r.pending.BootID, volatile = id, true
 	}
 	dirs := []string{r.Dir, r.upper(), r.work()}
@@ -179,12 +191,91 @@ func (r *Run) Discard() error {
 // Persist makes what the run wrote so far v's working state: the upper
 // ingested over the run's base, the mount going on. Finish ingests the
 // whole upper over the base again, replacing what Persist wrote.
+//
+// An upper unchanged since the last Persist is not ingested again while
+// the working state is still the layer that Persist wrote. Once a
+// checkpoint has frozen that layer it is ingested again, over the base:
+// the working state then stands on the base or on the last persisted
+// layer, never deeper, which is what UpdateOver and Recover rely on.
 func (r *Run) Persist(v *vfs.Vault) error {
-	_, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
+	print, trusted := upperPrint(r.upper())
+	if trusted && print == r.printed && r.pending.Persisted != 0 {
+		ls, err := v.StateLayers("")
+		if err == nil && len(ls) > 0 && ls[0].Layer == r.pending.Persisted && !ls[0].Frozen {
+			return nil
+		}
+	}
+	r.printed = [32]byte{}
+	s, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
 		_, err := Ingest(tx, r.upper(), r.pending.Format)
 		return err
-	})
-	return err
+	}, r.also()...)
+	if err != nil {
+		return err
+	}
+	if s.Layer != r.pending.Persisted {
+		// Written before the caller hears of the persist: only then may a
+		// checkpoint freeze the layer.
+		r.pending.Persisted = s.Layer
+		if err := r.writePending(); err != nil {
+			return err
+		}
+	}
+	if trusted {
+		r.printed = print
+	}
+	return nil
+}
+
+// also is the layer an ingest may find the working state standing on
+// besides the base (pending.Persisted).
+func (r *Run) also() []uint64 { return persistedOf(r.pending) }
+
+func persistedOf(p pending) []uint64 {
+	if p.Persisted == 0 {
+		return nil
+	}
+	return []uint64{p.Persisted}
+}
+
+func (r *Run) writePending() error {
+	b, _ := json.Marshal(r.pending)
+	path := filepath.Join(r.Dir, "pending.json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return hostErr("overlay run", r.Dir, err)
+	}
+	return hostErr("overlay run", r.Dir, os.Rename(tmp, path))
+}
+
+// Unmount unmounts the run's overlay and keeps its upper for Finish or
+// Reset. A mount in use is refused (EBUSY, as the kernel says it) and
+// stays, unless lazy: then it is detached, and what is written through
+// the files still open is not the vault's.
+func (r *Run) Unmount(lazy bool) error {
+	if !r.mounted {
+		return nil
+	}
+	err := unix.Unmount(r.Merged, 0)
+	if errors.Is(err, unix.EBUSY) && lazy {
+		err = unix.Unmount(r.Merged, unix.MNT_DETACH)
+		r.detached = err == nil
+	}
+	if err != nil && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	r.mounted = false
+	return nil
+}
+
+// Reset throws the run away as Discard does and makes v's working state
+// the run's base again, dropping what earlier Persists wrote: the vault
+// is as it was when the run started (checkpoints saved meanwhile stay).
+func (r *Run) Reset(v *vfs.Vault) error {
+	if _, err := v.UpdateOver(r.pending.Base, false, func(*vfs.Tx) error { return nil }, r.also()...); err != nil {
+		return err
+	}
+	return r.Discard()
 }
 
 // Finish unmounts the run and ingests its upper into v's top layer, then
@@ -200,20 +291,24 @@ func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 			// to the host dir beneath, not the upper.
 			gone = &errs.Error{Kind: errs.IoError, Op: "overlay run", Path: r.Merged,
 				Err: errors.New("the workspace was unmounted during the run: writes made after that are not in the vault")}
-		} else if err := Unmount(r.Merged); err != nil {
-			return fin, err
+		} else if err := r.Unmount(true); err != nil {
+			return fin, hostErr("overlay run", r.Merged, err)
 		}
 		r.mounted = false
 	}
 	defer r.lease.Release()
 	start := time.Now()
-	fin, err := ingestRun(v, r.Dir, r.pending, r.cache)
+	c := r.cache
+	if r.detached {
+		c = nil
+	}
+	fin, err := ingestRun(v, r.Dir, r.pending, c)
 	fin.Ms = since(start)
 	return fin, errors.Join(err, gone)
 }
 
 // ingestRun ingests the upper of run dir and disposes of the dir: adopted
-// into the cache, or removed.
+// into the cache c, or removed (always, when c is nil).
 func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) {
 	var fin Finished
 	upper := filepath.Join(dir, "upper")
@@ -221,7 +316,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 		var err error
 		fin.Stats, err = Ingest(tx, upper, p.Format)
 		return err
-	})
+	}, persistedOf(p)...)
 	fin.Sealed = sealed
 	if err != nil {
 		_ = removeAll(dir)
@@ -230,7 +325,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 	// The upper is the layer's form only when the layer holds nothing
 	// else: no other writer wrote into it before the ingest, and it is
 	// the layer the run started over (no restore moved the top).
-	if sealed.WasEmpty && !sealed.Unchanged {
+	if c != nil && sealed.WasEmpty && !sealed.Unchanged {
 		if err := c.Adopt(upper, Key(v.ID(), sealed.Layer), p.Parent, fin.Stats); err == nil {
 			fin.Adopted = true
 		}
@@ -282,8 +377,10 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 			return out, err
 		}
 		// Not committed while the working state still stands on the
-		// run's base: the final ingest seals and moves past it.
-		committed := !(len(layers) > 1 && !layers[0].Frozen && layers[1].VaultID == p.VaultID && layers[1].Layer == p.Base)
+		// run's base, or on what its last Persist wrote: the final ingest
+		// seals a layer of its own and moves past both.
+		committed := !(len(layers) > 1 && !layers[0].Frozen && layers[1].VaultID == p.VaultID &&
+			(layers[1].Layer == p.Base || (p.Persisted != 0 && layers[1].Layer == p.Persisted)))
 		switch {
 		case !committed && p.BootID != "" && p.BootID != currentBoot():
 			// The host restarted during the run, whose upper was not

@@ -14,13 +14,15 @@ import (
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
-// TestRunIsVolatile: a read-write run's overlay skips syncing its upper
-// (the mount's options say volatile) and its pending.json names the boot
-// it runs in; a read-only run has no upper to skip.
+// TestRunIsVolatile: a volatile cache's read-write run skips syncing its
+// upper (the mount's options say volatile) and its pending.json names the
+// boot it runs in; a read-only run has no upper to skip, and a cache that
+// is not volatile (an `avfs mount`) syncs as usual.
 func TestRunIsVolatile(t *testing.T) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
 	c := newCache(t)
+	c.Volatile = true
 	src := t.TempDir()
 	sampleTree(t, src)
 	importDir(t, v, src)
@@ -58,6 +60,18 @@ func TestRunIsVolatile(t *testing.T) {
 	if strings.Contains(opts, "volatile") {
 		t.Errorf("a read-only run mounted with %q", opts)
 	}
+	c.Volatile = false
+	kept, err := c.Start(context.Background(), v, "kept", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = mountOptions(t, kept.Merged)
+	if _, err := kept.Finish(v); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(opts, "volatile") {
+		t.Errorf("a run of a cache that is not volatile mounted with %q", opts)
+	}
 }
 
 // TestRecoverDropsRunOfEndedBoot: a run left by a boot that has ended
@@ -69,6 +83,7 @@ func TestRecoverDropsRunOfEndedBoot(t *testing.T) {
 	for _, sameBoot := range []bool{false, true} {
 		v, _ := newVault(t, vfs.Quota{})
 		c := newCache(t)
+		c.Volatile = true
 		src := t.TempDir()
 		sampleTree(t, src)
 		importDir(t, v, src)

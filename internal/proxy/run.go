@@ -586,7 +586,7 @@ func (rt *Runtime) mount(ctx context.Context, req Request) mounted {
 		mnt = real
 	}
 	spec := transport.Spec{Home: rt.Home, Vault: req.Vault, Dir: mnt, ReadOnly: req.Readonly,
-		IdleTimeout: req.idleTimeout()}
+		IdleTimeout: req.idleTimeout(), OneRun: true}
 	if !req.lingers() {
 		// Tied to this process: the workspace ends when it exits, even
 		// if the run is killed before it can take it back.

@@ -32,6 +32,11 @@ type Spec struct {
 	// IdleTimeout ends the workspace once it has served nothing for that
 	// long and nothing holds it (0: never).
 	IdleTimeout time.Duration
+	// OneRun says the workspace serves one command and is ingested when
+	// it ends (a proxy run): its fsyncs need not reach the disk, as a
+	// host crash during the run drops the run whole. A mount the host
+	// works in for as long as it likes leaves it false.
+	OneRun bool
 }
 
 // Info says what serves a started workspace.

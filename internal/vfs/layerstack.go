@@ -150,7 +150,14 @@ func (v *Vault) UpdateSealed(fn func(*Tx) error) (Sealed, error) {
 // replaced, not applied twice. A working state that no longer stands on
 // base (a checkpoint was restored meanwhile) fails with CorruptVault and
 // changes nothing.
-func (v *Vault) UpdateOver(base uint64, seal bool, fn func(*Tx) error) (Sealed, error) {
+//
+// A working state that stands on one of the layers in also instead (what
+// an earlier UpdateOver wrote, frozen since by a checkpoint saved while
+// an overlay mount lived) also gets a new empty top over base: the
+// caller's changes are again all of them, relative to base, and the
+// checkpoint keeps its layer. A top that is itself in also is set aside
+// even when empty, so the layer fn writes is never one named in also.
+func (v *Vault) UpdateOver(base uint64, seal bool, fn func(*Tx) error, also ...uint64) (Sealed, error) {
 	var s Sealed
 	if err := v.checkGuard(); err != nil {
 		return s, err
@@ -165,14 +172,15 @@ func (v *Vault) UpdateOver(base uint64, seal bool, fn func(*Tx) error) (Sealed, 
 		if err != nil {
 			return err
 		}
-		if l.Parent != base || l.Frozen {
+		rebase := l.Parent != base && slices.Contains(also, l.Parent)
+		if (l.Parent != base && !rebase) || l.Frozen {
 			return corruptf("the working state (layer %d) no longer stands on layer %d", top, base)
 		}
 		empty, err := layerEmpty(kt, top)
 		if err != nil {
 			return err
 		}
-		if !empty {
+		if !empty || rebase || slices.Contains(also, top) {
 			b, err := getLayer(kt, base)
 			if err != nil {
 				return err

@@ -118,6 +118,7 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		return nil, err
 	}
 	w := &workspace{spec: spec, cache: t.cache()}
+	w.cache.Volatile = spec.OneRun
 	if t.UserNamespace() {
 		if spec.ReadOnly {
 			return nil, &errs.Error{Kind: errs.InvalidInput, Op: "overlay", Path: spec.Dir,
@@ -218,9 +219,17 @@ func (w *workspace) Prepared() overlay.Prepared { return w.prep }
 func (w *workspace) Finished() *overlay.Finished { return w.fin }
 
 // withVault opens the vault for one step without the Home's write
-// guard: this workspace holds the writer lock the guard asks about.
+// guard: this workspace holds the writer lock the guard asks about. A
+// read-only workspace keeps the Home's BeforeOpen: its start seals the
+// working state, and a read-write overlay mount of the vault must have
+// ingested into it first (mountd.Persist), or that seal would freeze a
+// layer its next ingest does not know.
 func (w *workspace) withVault(fn func(*vfs.Vault) error) error {
-	v, err := w.spec.Home.Unguarded().Open(w.spec.Vault)
+	h := w.spec.Home.Unguarded()
+	if w.spec.ReadOnly {
+		h.BeforeOpen = w.spec.Home.BeforeOpen
+	}
+	v, err := h.Open(w.spec.Vault)
 	if err != nil {
 		return err
 	}
@@ -266,6 +275,38 @@ func (w *workspace) CloseWith(ctx context.Context, fn func(*vfs.Vault) error) er
 		}
 		return fn(v)
 	})
+}
+
+// End is `avfs unmount` of a mount this process serves. discard throws
+// the upper away and gives the vault back its state from the start of the
+// mount. Otherwise the upper is ingested first without unmounting, so an
+// ingest the vault refuses (QuotaExceeded) is the error with the vault
+// unchanged and the mount still there; then the overlay is unmounted
+// (unless lazy, a mount in use fails with an error wrapping EBUSY and
+// stays) and the upper ingested whole, in one transaction.
+func (w *workspace) End(ctx context.Context, lazy, discard bool) error {
+	if w.run == nil {
+		return nil
+	}
+	if w.spec.ReadOnly {
+		return w.Close(ctx)
+	}
+	if discard {
+		defer w.release()
+		run := w.run
+		if err := run.Unmount(lazy); err != nil {
+			return err
+		}
+		w.run = nil
+		return w.withVault(func(v *vfs.Vault) error { return run.Reset(v) })
+	}
+	if err := w.Persist(ctx); err != nil {
+		return err
+	}
+	if err := w.run.Unmount(lazy); err != nil {
+		return err
+	}
+	return w.Close(ctx)
 }
 
 func (w *workspace) release() {

@@ -137,6 +137,8 @@ export interface MountFlags extends CallOptions {
   ownerPid?: number;
   /** mount read-only */
   readonly?: boolean;
+  /** what serves the mount: auto (FUSE where it is available), fuse, overlay (default auto) */
+  transport?: string;
 }
 
 /** Flags of `avfs mounts`. */
@@ -265,6 +267,8 @@ export interface TreeFlags extends CallOptions {
 
 /** Flags of `avfs unmount`. */
 export interface UnmountFlags extends Omit<CallOptions, "vault"> {
+  /** overlay: throw away the writes the vault does not hold instead of ingesting them */
+  discard?: boolean;
   /** detach now even if files are in use (MNT_DETACH) */
   lazy?: boolean;
 }
@@ -445,9 +449,9 @@ export class Commands {
     return this.invoke(["mkdir"], [[path, false]], [["--parents", "bool", flags.parents]], { ...flags, scoped: true }) as Promise<S.MkdirResult>;
   }
 
-  /** Serve a vault as a directory (FUSE): `avfs mount [VAULT] MOUNTPOINT [flags]`, printing docs/schema/mount.json. */
+  /** Serve a vault as a directory (FUSE or overlayfs): `avfs mount [VAULT] MOUNTPOINT [flags]`, printing docs/schema/mount.json. */
   mount(mountpoint: string, flags: MountFlags = {}): Promise<S.MountResult> {
-    return this.invoke(["mount"], [[mountpoint, false]], [["--foreground", "bool", flags.foreground], ["--idle-timeout", "duration", flags.idleTimeout], ["--owner-pid", "int", flags.ownerPid], ["--readonly", "bool", flags.readonly]], { ...flags, scoped: true }) as Promise<S.MountResult>;
+    return this.invoke(["mount"], [[mountpoint, false]], [["--foreground", "bool", flags.foreground], ["--idle-timeout", "duration", flags.idleTimeout], ["--owner-pid", "int", flags.ownerPid], ["--readonly", "bool", flags.readonly], ["--transport", "string", flags.transport]], { ...flags, scoped: true }) as Promise<S.MountResult>;
   }
 
   /** List the mounts of this avfs home: `avfs mounts [flags]`, printing docs/schema/mounts.json. */
@@ -537,7 +541,7 @@ export class Commands {
 
   /** Unmount a vault and wait for its server to finish: `avfs unmount MOUNTPOINT [flags]`, printing docs/schema/unmount.json. */
   unmount(mountpoint: string, flags: UnmountFlags = {}): Promise<S.UnmountResult> {
-    return this.invoke(["unmount"], [[mountpoint, false]], [["--lazy", "bool", flags.lazy]], { ...flags, scoped: false }) as Promise<S.UnmountResult>;
+    return this.invoke(["unmount"], [[mountpoint, false]], [["--discard", "bool", flags.discard], ["--lazy", "bool", flags.lazy]], { ...flags, scoped: false }) as Promise<S.UnmountResult>;
   }
 
   /** Create an empty vault: `avfs vault create NAME [flags]`, printing docs/schema/vault-info.json. */

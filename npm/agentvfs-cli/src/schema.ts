@@ -449,8 +449,10 @@ export interface MountResult {
   mountpoint: string;
   pid: number;
   readonly: boolean;
-  /** the transport that serves the mount ("fuse") */
+  /** the transport that serves the mount: fuse (the vault live) or overlay (overlayfs; the vault gets the writes when they are ingested: before a read of the vault, and at unmount) */
   transport: string;
+  /** why that transport serves it: asked for with --transport, or what auto chose and why (FUSE, the live view, wherever FUSE is available) */
+  transport_reason: string;
 }
 
 /** Schema: docs/schema/mounts.json#/$defs/mount */
@@ -462,7 +464,7 @@ export interface Mount {
   started_at: Time;
   /** the mount ends after this long unused, and gives way to a CLI write when idle (absent: it lasts until unmounted) */
   idle_timeout_ms?: number;
-  /** the transport that serves the mount ("fuse") */
+  /** the transport that serves the mount ("fuse", "overlay") */
   transport: string;
   live: boolean;
 }
@@ -902,7 +904,7 @@ export interface TreeResult {
 }
 
 /**
- * avfs unmount: printed once the serving process has closed the vault (at once with lazy).
+ * avfs unmount: printed once the serving process has closed the vault (at once with lazy); an overlay mount's upper dir is ingested first.
  * Schema: docs/schema/unmount.json
  */
 export interface UnmountResult {
@@ -910,6 +912,10 @@ export interface UnmountResult {
   vault?: VaultName;
   pid?: number;
   lazy: boolean;
+  /** the transport that served the mount ("fuse", "overlay"); absent when no record said */
+  transport?: string;
+  /** --discard: the overlay mount's writes the vault did not hold were thrown away, not ingested */
+  discarded?: boolean;
 }
 
 /**

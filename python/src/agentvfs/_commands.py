@@ -426,15 +426,16 @@ class Commands:
         idle_timeout: Optional[Duration] = None,
         owner_pid: Optional[int] = None,
         readonly: bool = False,
+        transport: Optional[str] = None,
         vault: Optional[str] = None,
         input: Optional[bytes] = None,
     ) -> m.Mount:
-        """Serve a vault as a directory (FUSE): ``avfs mount [VAULT] MOUNTPOINT [flags]`` (docs/schema/mount.json)."""
+        """Serve a vault as a directory (FUSE or overlayfs): ``avfs mount [VAULT] MOUNTPOINT [flags]`` (docs/schema/mount.json)."""
         return self._invoke(
             m.Mount,
             ["mount"],
             [(mountpoint, False)],
-            [Flag("--foreground", "bool", foreground), Flag("--idle-timeout", "duration", idle_timeout), Flag("--owner-pid", "int", owner_pid), Flag("--readonly", "bool", readonly)],
+            [Flag("--foreground", "bool", foreground), Flag("--idle-timeout", "duration", idle_timeout), Flag("--owner-pid", "int", owner_pid), Flag("--readonly", "bool", readonly), Flag("--transport", "string", transport)],
             scoped=True,
             vault=vault,
             input=input,
@@ -773,6 +774,7 @@ class Commands:
         self,
         mountpoint: str,
         *,
+        discard: bool = False,
         lazy: bool = False,
         input: Optional[bytes] = None,
     ) -> m.Unmounted:
@@ -781,7 +783,7 @@ class Commands:
             m.Unmounted,
             ["unmount"],
             [(mountpoint, False)],
-            [Flag("--lazy", "bool", lazy)],
+            [Flag("--discard", "bool", discard), Flag("--lazy", "bool", lazy)],
             scoped=False,
             vault=None,
             input=input,

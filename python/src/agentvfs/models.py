@@ -475,8 +475,10 @@ class Mount(Document):
     mountpoint: str
     pid: int
     readonly: bool
-    #: the transport that serves the mount ("fuse")
+    #: the transport that serves the mount: fuse (the vault live) or overlay (overlayfs; the vault gets the writes when they are ingested: before a read of the vault, and at unmount)
     transport: str
+    #: why that transport serves it: asked for with --transport, or what auto chose and why (FUSE, the live view, wherever FUSE is available)
+    transport_reason: str
 
 
 @dataclass(frozen=True)
@@ -488,7 +490,7 @@ class MountRecord(Document):
     pid: int
     readonly: bool
     started_at: str
-    #: the transport that serves the mount ("fuse")
+    #: the transport that serves the mount ("fuse", "overlay")
     transport: str
     live: bool
     #: the mount ends after this long unused, and gives way to a CLI write when idle (absent: it lasts until unmounted)
@@ -1022,7 +1024,7 @@ class TreeResult(Document):
 
 @dataclass(frozen=True)
 class Unmounted(Document):
-    """avfs unmount: printed once the serving process has closed the vault (at once with lazy).
+    """avfs unmount: printed once the serving process has closed the vault (at once with lazy); an overlay mount's upper dir is ingested first.
 
     Schema: docs/schema/unmount.json
     """
@@ -1031,6 +1033,10 @@ class Unmounted(Document):
     lazy: bool
     vault: Optional[str] = None
     pid: Optional[int] = None
+    #: the transport that served the mount ("fuse", "overlay"); absent when no record said
+    transport: Optional[str] = None
+    #: --discard: the overlay mount's writes the vault did not hold were thrown away, not ingested
+    discarded: Optional[bool] = None
 
 
 @dataclass(frozen=True)
