@@ -98,7 +98,7 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro b
 		r.abandon()
 		return nil, hostErr("overlay run", r.Dir, err)
 	}
-	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro}, r.Merged); err != nil {
+	if err := Mount(Stack{Lowers: prep.Lowers, Data: prep.Data, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro}, r.Merged); err != nil {
 		r.abandon()
 		return nil, err
 	}
