@@ -267,12 +267,9 @@ func (c *Cache) build(key string, fill func(tree string, store *storeWriter) (Ma
 	if err := c.seal(tmp, m); err != nil {
 		return st, err
 	}
-	if store != nil && len(store.fresh) > 0 {
+	if store != nil {
 		if err := store.publish(); err != nil {
 			return st, err
-		}
-		if err := syncFS(c.storeRoot()); err != nil {
-			return st, hostErr("layer cache", c.storeRoot(), err)
 		}
 	}
 	return st, c.place(tmp, key)

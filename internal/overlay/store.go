@@ -140,10 +140,14 @@ func (s *storeWriter) writeRefs(entry string) error {
 	return hostErr("layer cache", entry, os.WriteFile(filepath.Join(entry, refsFile), []byte(b.String()), 0o600))
 }
 
-// publish moves the build's data files into the store; the caller has
-// synced them. A name another build published meanwhile is kept: it
-// holds the same data.
+// publish moves the build's data files into the store (the caller has
+// synced them) and makes the new names durable: a few fan-out dirs are
+// synced one by one, many with one syncfs. A name another build
+// published meanwhile is kept: it holds the same data.
 func (s *storeWriter) publish() error {
+	if len(s.fresh) == 0 {
+		return nil
+	}
 	made := map[string]bool{}
 	for _, n := range s.fresh {
 		dir := filepath.Join(s.root, filepath.Dir(n))
@@ -167,7 +171,24 @@ func (s *storeWriter) publish() error {
 			return hostErr("layer cache", to, err)
 		}
 	}
+	if len(made) > 16 {
+		return hostErr("layer cache", s.root, syncFS(s.root))
+	}
+	for dir := range made {
+		if err := syncDir(dir); err != nil {
+			return hostErr("layer cache", dir, err)
+		}
+	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // lockStore takes the store's lock, shared for a build, exclusive for a
