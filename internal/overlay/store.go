@@ -152,6 +152,9 @@ func (s *storeWriter) publish() error {
 	for _, n := range s.fresh {
 		dir := filepath.Join(s.root, filepath.Dir(n))
 		if !made[dir] {
+			if _, err := os.Stat(dir); err != nil {
+				made[s.root] = true // a new fan-out dir: its name, too
+			}
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return hostErr("layer cache", dir, err)
 			}

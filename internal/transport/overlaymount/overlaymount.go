@@ -32,6 +32,9 @@ const DefaultBudget = 8 << 30
 type Transport struct {
 	Root   string // the layer cache's dir: on the same filesystem as nothing else needs
 	Budget int64  // bytes; 0: DefaultBudget
+	// Layout is how the cache holds file data ("": $AVFS_OVERLAY_LAYOUT,
+	// copies when unset; an unknown name fails the start).
+	Layout overlay.Layout
 
 	once     sync.Once
 	probeErr error
@@ -70,7 +73,11 @@ func (t *Transport) cache() *overlay.Cache {
 	if b == 0 {
 		b = DefaultBudget
 	}
-	return &overlay.Cache{Root: t.Root, Budget: b, Format: overlay.Trusted}
+	l := t.Layout
+	if l == "" {
+		l = overlay.Layout(os.Getenv(overlay.LayoutEnv))
+	}
+	return &overlay.Cache{Root: t.Root, Budget: b, Format: overlay.Trusted, Layout: l}
 }
 
 // Start mounts the working state of spec.Vault at spec.Dir. A read-write
