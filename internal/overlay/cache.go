@@ -52,11 +52,14 @@ type Cache struct {
 
 // entryMeta is an entry's meta.json.
 type entryMeta struct {
-	Parent  string    `json:"parent,omitempty"` // key of the entry below a delta
-	Format  Format    `json:"format"`
-	Layout  Layout    `json:"layout,omitempty"` // "": Copies
-	Files   int       `json:"files"`
-	Bytes   int64     `json:"bytes"`
+	Parent string `json:"parent,omitempty"` // key of the entry below a delta
+	Format Format `json:"format"`
+	Layout Layout `json:"layout,omitempty"` // "": Copies
+	Files  int    `json:"files"`
+	Bytes  int64  `json:"bytes"`
+	// Shared is the size of the store files the tree redirects to, each
+	// once (the Shared layout).
+	Shared  int64     `json:"shared_bytes,omitempty"`
 	Created time.Time `json:"created"`
 }
 
@@ -264,6 +267,9 @@ func (c *Cache) build(key string, fill func(tree string, store *storeWriter) (Ma
 		}
 	}
 	m := entryMeta{Format: c.Format, Layout: layout, Files: st.Files, Bytes: st.Bytes - st.Stored, Created: time.Now().UTC()}
+	if store != nil {
+		m.Shared = store.bytes()
+	}
 	if err := c.seal(tmp, m); err != nil {
 		return st, err
 	}
@@ -341,6 +347,7 @@ type Entry struct {
 	// block a name); the store files its tree redirects to are not in it
 	// (Prune counts each of those once).
 	Bytes    int64
+	Shared   int64 // the store files' size, each once in this entry
 	LastUsed time.Time
 }
 
@@ -367,7 +374,7 @@ func (c *Cache) Entries() ([]Entry, error) {
 		if b, err := os.ReadFile(mp); err != nil || json.Unmarshal(b, &m) != nil {
 			continue
 		}
-		out = append(out, Entry{Key: d.Name(), Parent: m.Parent, Bytes: m.Bytes + int64(m.Files)*4096, LastUsed: fi.ModTime()})
+		out = append(out, Entry{Key: d.Name(), Parent: m.Parent, Bytes: m.Bytes + int64(m.Files)*4096, Shared: m.Shared, LastUsed: fi.ModTime()})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return a.LastUsed.Compare(b.LastUsed) })
 	return out, nil
@@ -390,7 +397,11 @@ func (c *Cache) Prune() (removed []string, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Budget > 0 {
+	var bound int64 // the store files counted once per entry: an upper bound
+	for _, e := range ents {
+		bound += e.Bytes + e.Shared
+	}
+	if c.Budget > 0 && bound > c.Budget {
 		var total int64
 		refs := map[string][]ref{}
 		count := map[string]int{}

@@ -125,6 +125,15 @@ func (s *storeWriter) add(name string, key [sha256.Size]byte, size int64, fresh 
 	}
 }
 
+// bytes is the size of the data files the tree redirects to.
+func (s *storeWriter) bytes() int64 {
+	var n int64
+	for _, r := range s.refs {
+		n += r.size
+	}
+	return n
+}
+
 // writeRefs writes the entry's refs file: one "name size" line per data
 // file its tree redirects to.
 func (s *storeWriter) writeRefs(entry string) error {
