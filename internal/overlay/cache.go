@@ -52,14 +52,12 @@ type Cache struct {
 
 // entryMeta is an entry's meta.json.
 type entryMeta struct {
-	Parent string `json:"parent,omitempty"` // key of the entry below a delta
-	Format Format `json:"format"`
-	Layout Layout `json:"layout,omitempty"` // "": Copies
-	Files  int    `json:"files"`
-	Bytes  int64  `json:"bytes"`
-	// Shared is the size of the store files the tree redirects to, each
-	// once (the Shared layout).
-	Shared  int64     `json:"shared_bytes,omitempty"`
+	Parent  string    `json:"parent,omitempty"` // key of the entry below a delta
+	Format  Format    `json:"format"`
+	Layout  Layout    `json:"layout,omitempty"` // "": Copies
+	Files   int       `json:"files"`
+	Bytes   int64     `json:"bytes"`
+	Shared  int64     `json:"shared_bytes,omitempty"` // size of the store files the tree names, each once
 	Created time.Time `json:"created"`
 }
 
@@ -151,7 +149,7 @@ func (c *Cache) layout() (Layout, error) {
 	l, err := ParseLayout(string(c.Layout))
 	if err == nil && l == Shared && c.Format != Trusted {
 		err = &errs.Error{Kind: errs.InvalidInput, Op: "layer cache", Err: errors.New("the shared layout needs the trusted format"),
-			Hint: "userxattr mounts refuse metacopy stubs from a non-data layer; use the copies layout"}
+			Hint: "the store's stubs carry trusted.overlay.* markers; a user-namespace mount uses the copies layout"}
 	}
 	return l, err
 }
