@@ -26,6 +26,8 @@ import (
 //
 //	<vault id>.<layer>/meta.json   what the entry is (entryMeta)
 //	<vault id>.<layer>/tree/       the layer in overlayfs format
+//	<vault id>.<layer>/refs        the store files the tree redirects to (Shared)
+//	.store/                        the Shared layout's data files (store.go)
 //	.tmp-<random>/                 an entry being written, never read
 //	.run-<id>/upper, work, merged  a run's upper dir (Run)
 //
@@ -42,6 +44,7 @@ type Cache struct {
 	Root   string
 	Budget int64 // bytes; 0: unbounded
 	Format Format
+	Layout Layout // "": Copies
 	// MaxDepth is how many deltas an entry may stand on before the next
 	// run squashes the state into a new base (0: 32).
 	MaxDepth int
@@ -55,8 +58,10 @@ type Cache struct {
 type entryMeta struct {
 	Parent  string    `json:"parent,omitempty"` // key of the entry below a delta
 	Format  Format    `json:"format"`
+	Layout  Layout    `json:"layout,omitempty"` // "": Copies
 	Files   int       `json:"files"`
 	Bytes   int64     `json:"bytes"`
+	Shared  int64     `json:"shared_bytes,omitempty"` // size of the store files the tree names, each once
 	Created time.Time `json:"created"`
 }
 
@@ -90,6 +95,10 @@ func (l *Lease) Release() {
 func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *Lease) (Prepared, error) {
 	start := time.Now()
 	var p Prepared
+	layout, err := c.layout()
+	if err != nil {
+		return p, err
+	}
 	if err := os.MkdirAll(c.Root, 0o700); err != nil {
 		return p, hostErr("layer cache", c.Root, err)
 	}
@@ -108,6 +117,9 @@ func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *L
 		l := layers[len(layers)-1]
 		key = Key(l.VaultID, l.Layer)
 	}
+	if layout == Shared {
+		p.Data = []string{c.storeRoot()}
+	}
 	if lowers, ok := c.stack(key, lease); ok {
 		p.Lowers, p.Top, p.Ms = lowers, key, since(start)
 		return p, nil
@@ -117,10 +129,10 @@ func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *L
 	if err := c.Drop(key); err != nil {
 		return p, err
 	}
-	st, err := c.build(key, func(tree string) (MatStats, error) {
+	st, err := c.build(key, func(tree string, store *storeWriter) (MatStats, error) {
 		var st MatStats
 		err := v.ViewLayer(base, func(tx *vfs.Tx) (err error) {
-			st, err = Materialize(ctx, tx, tree)
+			st, err = materialize(ctx, tx, tree, store)
 			return err
 		})
 		return st, err
@@ -136,9 +148,19 @@ func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *L
 	return p, nil
 }
 
+// layout is the cache's layout, checked.
+func (c *Cache) layout() (Layout, error) {
+	l, err := ParseLayout(string(c.Layout))
+	if err == nil && l == Shared && c.Format != Trusted {
+		err = &errs.Error{Kind: errs.InvalidInput, Op: "layer cache", Err: errors.New("the shared layout needs the trusted format"),
+			Hint: "the store's stubs carry trusted.overlay.* markers; a user-namespace mount uses the copies layout"}
+	}
+	return l, err
+}
+
 // stack returns the trees of entry key and every entry below it, newest
-// first, each leased, or false when one is missing, of another format, or
-// the stack is deeper than MaxDepth.
+// first, each leased, or false when one is missing, of another format or
+// layout, or the stack is deeper than MaxDepth.
 func (c *Cache) stack(key string, lease *Lease) ([]string, bool) {
 	var out []string
 	var held []*os.File
@@ -157,7 +179,7 @@ func (c *Cache) stack(key string, lease *Lease) ([]string, bool) {
 			return fail()
 		}
 		f, m, err := c.open(k)
-		if err != nil || m.Format != c.Format {
+		if err != nil || m.Format != c.Format || layoutOf(m.Layout) != layoutOf(c.Layout) {
 			if f != nil {
 				f.Close()
 			}
@@ -173,6 +195,13 @@ func (c *Cache) stack(key string, lease *Lease) ([]string, bool) {
 	}
 	lease.files = append(lease.files, held...)
 	return out, true
+}
+
+func layoutOf(l Layout) Layout {
+	if l == "" {
+		return Copies
+	}
+	return l
 }
 
 // open takes a shared lock on entry key's meta.json and reads it.
@@ -199,7 +228,16 @@ func (c *Cache) open(key string) (*os.File, entryMeta, error) {
 
 // build writes entry key through fill into a temporary dir and renames it
 // into place. An entry already there (a concurrent build won) is kept.
-func (c *Cache) build(key string, fill func(tree string) (MatStats, error)) (MatStats, error) {
+// In the Shared layout fill writes new data files beside the tree; they
+// are synced with it, then published into the store, synced again, and
+// only then is the entry placed: an entry never redirects to data that a
+// crash could lose. The store's lock, held shared throughout, keeps a
+// Sweep from taking a data file the entry will name.
+func (c *Cache) build(key string, fill func(tree string, store *storeWriter) (MatStats, error)) (MatStats, error) {
+	layout, err := c.layout()
+	if err != nil {
+		return MatStats{}, err
+	}
 	tmp, err := c.tmpDir()
 	if err != nil {
 		return MatStats{}, err
@@ -209,12 +247,38 @@ func (c *Cache) build(key string, fill func(tree string) (MatStats, error)) (Mat
 	if err := os.Mkdir(tree, 0o755); err != nil {
 		return MatStats{}, hostErr("layer cache", tree, err)
 	}
-	st, err := fill(tree)
+	var store *storeWriter
+	if layout == Shared {
+		lock, _, err := c.lockStore(false)
+		if err != nil {
+			return MatStats{}, err
+		}
+		defer lock.Close()
+		store = newStoreWriter(c.storeRoot(), filepath.Join(tmp, "data"))
+		if err := os.Mkdir(store.tmp, 0o700); err != nil {
+			return MatStats{}, hostErr("layer cache", store.tmp, err)
+		}
+	}
+	st, err := fill(tree, store)
 	if err != nil {
 		return st, err
 	}
-	if err := c.seal(tmp, entryMeta{Format: c.Format, Files: st.Files, Bytes: st.Bytes, Created: time.Now().UTC()}); err != nil {
+	if store != nil {
+		if err := store.writeRefs(tmp); err != nil {
+			return st, err
+		}
+	}
+	m := entryMeta{Format: c.Format, Layout: layout, Files: st.Files, Bytes: st.Bytes - st.Stored, Created: time.Now().UTC()}
+	if store != nil {
+		m.Shared = store.bytes()
+	}
+	if err := c.seal(tmp, m); err != nil {
 		return st, err
+	}
+	if store != nil {
+		if err := store.publish(); err != nil {
+			return st, err
+		}
 	}
 	return st, c.place(tmp, key)
 }
@@ -233,7 +297,7 @@ func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
 	if err := os.Rename(upper, filepath.Join(tmp, "tree")); err != nil {
 		return hostErr("layer cache", upper, err)
 	}
-	if err := c.seal(tmp, entryMeta{Parent: parent, Format: c.Format, Files: st.Written + st.Dirs, Bytes: st.Bytes, Created: time.Now().UTC()}); err != nil {
+	if err := c.seal(tmp, entryMeta{Parent: parent, Format: c.Format, Layout: layoutOf(c.Layout), Files: st.Written + st.Dirs, Bytes: st.Bytes, Created: time.Now().UTC()}); err != nil {
 		return err
 	}
 	return c.place(tmp, key)
@@ -279,9 +343,13 @@ func (c *Cache) place(tmp, key string) error {
 
 // Entry is one cache entry as Entries lists it.
 type Entry struct {
-	Key      string
-	Parent   string
+	Key    string
+	Parent string
+	// Bytes is what the entry's own dir holds (an estimate: data plus a
+	// block a name); the store files its tree redirects to are not in it
+	// (Prune counts each of those once).
 	Bytes    int64
+	Shared   int64 // the store files' size, each once in this entry
 	LastUsed time.Time
 }
 
@@ -308,7 +376,7 @@ func (c *Cache) Entries() ([]Entry, error) {
 		if b, err := os.ReadFile(mp); err != nil || json.Unmarshal(b, &m) != nil {
 			continue
 		}
-		out = append(out, Entry{Key: d.Name(), Parent: m.Parent, Bytes: m.Bytes + int64(m.Files)*4096, LastUsed: fi.ModTime()})
+		out = append(out, Entry{Key: d.Name(), Parent: m.Parent, Bytes: m.Bytes + int64(m.Files)*4096, Shared: m.Shared, LastUsed: fi.ModTime()})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return a.LastUsed.Compare(b.LastUsed) })
 	return out, nil
@@ -316,7 +384,10 @@ func (c *Cache) Entries() ([]Entry, error) {
 
 // Prune removes what a crash left (temporary dirs, runs nobody holds) and
 // then entries, least recently used first, until the cache is within its
-// budget. Entries leased by a mount stay.
+// budget, and sweeps the store of data files no entry names any more. A
+// store file counts once, however many entries redirect to it, and
+// stops counting when the last of them goes. Entries leased by a mount
+// stay.
 func (c *Cache) Prune() (removed []string, err error) {
 	des, _ := os.ReadDir(c.Root)
 	for _, d := range des {
@@ -325,20 +396,49 @@ func (c *Cache) Prune() (removed []string, err error) {
 		}
 	}
 	ents, err := c.Entries()
-	if err != nil || c.Budget <= 0 {
+	if err != nil {
 		return nil, err
 	}
-	var total int64
+	var bound int64 // the store files counted once per entry: an upper bound
 	for _, e := range ents {
-		total += e.Bytes
+		bound += e.Bytes + e.Shared
 	}
-	for _, e := range ents {
-		if total <= c.Budget {
-			break
+	if c.Budget > 0 && bound > c.Budget {
+		var total int64
+		refs := map[string][]ref{}
+		count := map[string]int{}
+		for _, e := range ents {
+			total += e.Bytes
+			rs, err := c.readRefs(e.Key)
+			if err != nil {
+				return nil, hostErr("layer cache", c.path(e.Key), err)
+			}
+			refs[e.Key] = rs
+			for _, r := range rs {
+				if count[r.name] == 0 {
+					total += r.size
+				}
+				count[r.name]++
+			}
 		}
-		if c.Drop(e.Key) == nil {
-			removed = append(removed, e.Key)
-			total -= e.Bytes
+		for _, e := range ents {
+			if total <= c.Budget {
+				break
+			}
+			if c.Drop(e.Key) == nil {
+				removed = append(removed, e.Key)
+				total -= e.Bytes
+				for _, r := range refs[e.Key] {
+					if count[r.name]--; count[r.name] == 0 {
+						total -= r.size
+					}
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.storeRoot(), "sweep")); err == nil {
+		if _, err := c.Sweep(); err != nil {
+			return removed, err
 		}
 	}
 	return removed, nil
@@ -362,6 +462,7 @@ func (c *Cache) Drop(key string) error {
 	if err != nil {
 		return err
 	}
+	c.markSweep() // before: a crash after the rename leaves the mark
 	if err := os.Rename(c.path(key), filepath.Join(tmp, "gone")); err != nil {
 		return hostErr("layer cache", c.path(key), err)
 	}
@@ -369,7 +470,8 @@ func (c *Cache) Drop(key string) error {
 }
 
 // DropVault removes every entry of a vault file that keep does not name:
-// its layers that compaction or deletion freed (keep nil: all of them).
+// its layers that compaction or deletion freed (keep nil: all of them),
+// and the store's data files only those entries redirected to.
 func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 	ents, err := c.Entries()
 	if err != nil {
@@ -387,6 +489,10 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 		if err := c.Drop(e.Key); err != nil && !errs.Is(err, errs.VaultLocked) {
 			return err
 		}
+	}
+	if _, err := os.Stat(filepath.Join(c.storeRoot(), "sweep")); err == nil {
+		_, err = c.Sweep()
+		return err
 	}
 	return nil
 }

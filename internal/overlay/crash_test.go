@@ -32,7 +32,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	v, err := openVault(os.Getenv(crashEnvVault))
 	if err == nil {
-		c := &Cache{Root: os.Getenv(crashEnvCache), Format: Trusted}
+		c := &Cache{Root: os.Getenv(crashEnvCache), Format: Trusted, Layout: Layout(os.Getenv(LayoutEnv))}
 		fmt.Println("started")
 		switch op {
 		case "materialize":
@@ -63,10 +63,10 @@ func openVault(path string) (*vfs.Vault, error) {
 // crashChild runs TestCrashChild for op and SIGKILLs it delay after it
 // opened the vault (never, when delay is 0). It returns how long the
 // child's work ran and whether the child finished first.
-func crashChild(t *testing.T, op, vault, cache string, delay time.Duration) (time.Duration, bool) {
+func crashChild(t *testing.T, op, vault string, c *Cache, delay time.Duration) (time.Duration, bool) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnvOp+"="+op, crashEnvVault+"="+vault, crashEnvCache+"="+cache)
+	cmd.Env = append(os.Environ(), crashEnvOp+"="+op, crashEnvVault+"="+vault, crashEnvCache+"="+c.Root, LayoutEnv+"="+string(c.Layout))
 	var errOut strings.Builder
 	cmd.Stderr = &errOut
 	stdout, err := cmd.StdoutPipe()
@@ -128,8 +128,12 @@ func bigTree(t testing.TB, dir string, n int) {
 
 // TestCrashDuringMaterialize: a process killed while it materializes a
 // layer leaves no entry a run could use half-written; the next Prepare
-// builds a whole one, and Prune takes the remains away.
-func TestCrashDuringMaterialize(t *testing.T) {
+// builds a whole one, and Prune takes the remains away. In the Shared
+// layout no data file is half written either: the entries' and the
+// rebuilt layer's contents are read through mounts, from the store.
+func TestCrashDuringMaterialize(t *testing.T) { forLayouts(t, testCrashDuringMaterialize) }
+
+func testCrashDuringMaterialize(t *testing.T, l Layout) {
 	needRoot(t)
 	v, path := newVault(t, vfs.Quota{})
 	src := t.TempDir()
@@ -139,12 +143,18 @@ func TestCrashDuringMaterialize(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := snapshot(t, src, snapOpts{times: true})
-	full, _ := crashChild(t, "materialize", path, newCache(t).Root, 0)
+	full, _ := crashChild(t, "materialize", path, newCache(t, l), 0)
 	killed := 0
-	for i := range 5 {
-		c := newCache(t)
-		delay := full * time.Duration(i+1) / 6
-		if _, done := crashChild(t, "materialize", path, c.Root, delay); !done {
+	kills := crashKills(l)
+	for i := range kills {
+		c := newCache(t, l)
+		if i%2 == 1 && l == Shared {
+			// Half the kills land on a store that holds part of the data
+			// already, from a whole build of another vault.
+			seedStore(t, c, src)
+		}
+		delay := full * time.Duration(i+1) / time.Duration(kills+1)
+		if _, done := crashChild(t, "materialize", path, c, delay); !done {
 			killed++
 		}
 		// Whatever the kill left, the cache holds whole entries only.
@@ -153,7 +163,17 @@ func TestCrashDuringMaterialize(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
-			if d := diffLines(want, snapshot(t, c.Tree(e.Key), snapOpts{times: true})); d != "" {
+			if e.Key == seedKey {
+				continue
+			}
+			var el Lease
+			lowers, ok := c.stack(e.Key, &el)
+			if !ok {
+				t.Fatalf("entry %s cannot be stacked", e.Key)
+			}
+			got := snapshotStack(t, lowers, prepData(c), snapOpts{times: true})
+			el.Release()
+			if d := diffLines(want, got); d != "" {
 				t.Fatalf("kill after %v left a partial entry %s:\n%.2000s", delay, e.Key, d)
 			}
 		}
@@ -167,7 +187,7 @@ func TestCrashDuringMaterialize(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.Release()
-		if d := diffLines(want, snapshot(t, p.Lowers[0], snapOpts{times: true})); d != "" {
+		if d := diffLines(want, snapshotStack(t, p.Lowers, p.Data, snapOpts{times: true})); d != "" {
 			t.Fatalf("the layer built after the kill differs:\n%.2000s", d)
 		}
 		if _, err := c.Prune(); err != nil {
@@ -180,19 +200,22 @@ func TestCrashDuringMaterialize(t *testing.T) {
 	if killed == 0 {
 		t.Fatal("no child was killed while materializing: the test tested nothing")
 	}
-	t.Logf("%d of 5 children killed while materializing (a whole one took %v)", killed, full)
+	t.Logf("%d of %d children killed while materializing (a whole one took %v)", killed, kills, full)
 }
 
 // TestCrashDuringIngest: a process killed while it ingests a run's upper
 // leaves the vault fsck clean with either nothing or all of the run, and
 // the next Recover ingests the rest exactly once.
-func TestCrashDuringIngest(t *testing.T) {
+func TestCrashDuringIngest(t *testing.T) { forLayouts(t, testCrashDuringIngest) }
+
+func testCrashDuringIngest(t *testing.T, l Layout) {
 	needRoot(t)
 	killed := 0
 	var full time.Duration
-	for i := range 6 {
+	kills := crashKills(l)
+	for i := range kills + 1 {
 		v, path := newVaultFile(t, vfs.Quota{})
-		c := newCache(t)
+		c := newCache(t, l)
 		src := t.TempDir()
 		sampleTree(t, src)
 		importDir(t, v, src)
@@ -217,8 +240,8 @@ func TestCrashDuringIngest(t *testing.T) {
 		v.Close()
 
 		// The first child runs whole: its time spaces the kills.
-		delay := full * time.Duration(i) / 6
-		took, done := crashChild(t, "ingest", path, c.Root, delay)
+		delay := full * time.Duration(i) / time.Duration(kills+1)
+		took, done := crashChild(t, "ingest", path, c, delay)
 		if i == 0 {
 			full = took
 		}
@@ -252,5 +275,56 @@ func TestCrashDuringIngest(t *testing.T) {
 	if killed == 0 {
 		t.Fatal("no child was killed while ingesting: the test tested nothing")
 	}
-	t.Logf("%d of 5 children killed while ingesting (a whole ingest took %v)", killed, full)
+	t.Logf("%d of %d children killed while ingesting (a whole ingest took %v)", killed, kills, full)
+}
+
+// seedKey is the entry seedStore builds.
+const seedKey = "seed.1"
+
+// seedStore builds into c an entry of another vault holding half of
+// tree src (every other top-level dir): its data files are in the store.
+func seedStore(t *testing.T, c *Cache, src string) {
+	t.Helper()
+	half := t.TempDir()
+	des, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range des {
+		if i%2 == 0 {
+			if err := copyTree(filepath.Join(src, d.Name()), filepath.Join(half, d.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	v, _ := newVault(t, vfs.Quota{})
+	importDir(t, v, half)
+	if _, err := c.build(seedKey, func(tree string, s *storeWriter) (MatStats, error) {
+		var st MatStats
+		err := v.View(func(tx *vfs.Tx) (err error) {
+			st, err = materialize(context.Background(), tx, tree, s)
+			return err
+		})
+		return st, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prepData is the data layers a mount of c's entries stacks.
+func prepData(c *Cache) []string {
+	if c.Layout == Shared {
+		return []string{c.storeRoot()}
+	}
+	return nil
+}
+
+// crashKills is how many children a crash test kills: fewer in the
+// Shared layout, whose ingest is the Copies one, so that the package
+// stays within go test's timeout under -race on a small machine.
+func crashKills(l Layout) int {
+	if l == Shared {
+		return 3
+	}
+	return 5
 }

@@ -198,3 +198,32 @@ func mountsUnder(dir string) []string {
 	}
 	return out
 }
+
+// layouts are the cache's layouts; the cache's tests run on each.
+var layouts = []Layout{Copies, Shared}
+
+// forLayouts runs test once per layout, as a subtest named after it.
+func forLayouts(t *testing.T, test func(t *testing.T, l Layout)) {
+	for _, l := range layouts {
+		t.Run(string(l), func(t *testing.T) { test(t, l) })
+	}
+}
+
+// snapshotStack describes what a stack of lowers (and data layers) shows,
+// through a read-only mount of it: a Shared tree holds stubs whose data
+// only a mount finds.
+func snapshotStack(t testing.TB, lowers, data []string, o snapOpts) []string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{"u", "w", "m"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := filepath.Join(dir, "m")
+	if err := Mount(Stack{Lowers: lowers, Data: data, Upper: filepath.Join(dir, "u"), Work: filepath.Join(dir, "w"), Format: Trusted, ReadOnly: true}, m); err != nil {
+		t.Fatal(err)
+	}
+	defer Unmount(m)
+	return snapshot(t, m, o)
+}

@@ -136,6 +136,16 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
 			return err
 		}
 	}
+	if typ == unix.S_IFREG && in.hasMarker(p, "metacopy") {
+		ino, err := in.metacopy(p, dir, name, cur, exists, &st)
+		if err != nil {
+			return err
+		}
+		if st.Nlink > 1 {
+			in.links[key] = ino
+		}
+		return in.meta(p, ino, &st)
+	}
 	// A vault inode with other names keeps their content: overlayfs
 	// broke the link at copy-up, so this name becomes a file of its own.
 	if exists && (vfsType(typ) != cur.Type || cur.Nlink > 1 || typ != unix.S_IFREG) {
@@ -182,6 +192,33 @@ func (in *ingester) accessible(p string, st *unix.Stat_t, need uint32, fn func()
 	}
 	err := fn()
 	return errors.Join(err, hostErr("ingest", p, unix.Chmod(p, mode)))
+}
+
+// metacopy takes in a metadata-only copy-up, which an upper mounted with
+// metacopy=on holds after a chmod, chown, utimes or setxattr: a sparse
+// file whose data is still the lower's. It changes attributes only, so
+// the name keeps the content it has in the state below (a name whose
+// vault inode has other names gets an inode of its own holding the same
+// chunks, as a copy-up breaks the link). One with a redirect (renamed
+// while metadata-only) or with nothing below is refused: its data is not
+// at its name.
+func (in *ingester) metacopy(p string, dir vfs.Ino, name string, cur vfs.Attr, exists bool, st *unix.Stat_t) (vfs.Ino, error) {
+	if in.hasMarker(p, "redirect") || !exists || cur.Type != vfs.TypeFile {
+		return 0, &errs.Error{Kind: errs.InvalidInput, Op: "ingest", Path: p,
+			Err:  errors.New("a metadata-only copy-up whose data is not at its name in the state below"),
+			Hint: "mount the overlay with redirect_dir=off (Mount does)"}
+	}
+	if cur.Nlink == 1 {
+		return cur.Ino, nil
+	}
+	if err := in.tx.Unlink(dir, name); err != nil {
+		return 0, err
+	}
+	n, err := in.tx.Mknod(dir, name, vfs.NewNode{Type: vfs.TypeFile, Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid})
+	if err != nil {
+		return 0, err
+	}
+	return n.Ino, in.tx.CopyData(cur.Ino, n.Ino)
 }
 
 // remove takes away dir/name, a directory with everything below it.
@@ -339,6 +376,12 @@ func (in *ingester) isWhiteout(p string, st *unix.Stat_t) bool {
 		return err == nil
 	}
 	return false
+}
+
+// hasMarker reports whether p carries the overlay marker xattr name.
+func (in *ingester) hasMarker(p, name string) bool {
+	_, err := getXattr(p, in.f.prefix()+name)
+	return err == nil
 }
 
 // marker is the value of the overlay marker xattr name on p, or "".

@@ -62,7 +62,7 @@ func liveRun(t *testing.T, v *vfs.Vault, c *Cache) (*Run, []string) {
 func TestPersistAcrossCheckpoints(t *testing.T) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, Copies)
 	src := t.TempDir()
 	sampleTree(t, src)
 	importDir(t, v, src)
@@ -86,7 +86,7 @@ func TestPersistAcrossCheckpoints(t *testing.T) {
 func TestRecoverAfterCheckpoint(t *testing.T) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, Copies)
 	src := t.TempDir()
 	sampleTree(t, src)
 	importDir(t, v, src)
@@ -111,7 +111,7 @@ func TestRecoverAfterCheckpoint(t *testing.T) {
 func TestPersistSkipsUnchangedUpper(t *testing.T) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, Copies)
 	importDir(t, v, t.TempDir())
 	run, err := c.Start(context.Background(), v, "skip", "")
 	if err != nil {
@@ -174,7 +174,7 @@ func TestPersistSkipsUnchangedUpper(t *testing.T) {
 func TestDetachedUpperNotAdopted(t *testing.T) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, Copies)
 	importDir(t, v, t.TempDir())
 	run, err := c.Start(context.Background(), v, "busy", "")
 	if err != nil {
@@ -217,7 +217,7 @@ func TestDetachedUpperNotAdopted(t *testing.T) {
 func TestUnchangedUpperAcrossCheckpoints(t *testing.T) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, Copies)
 	importDir(t, v, t.TempDir())
 	run, err := c.Start(context.Background(), v, "still", "")
 	if err != nil {

@@ -24,7 +24,13 @@ import (
 // own overlay.* xattrs are not written: the kernel would take them for
 // its markers.
 func Materialize(ctx context.Context, tx *vfs.Tx, dir string) (MatStats, error) {
-	m := &materializer{ctx: ctx, tx: tx, links: map[vfs.Ino]string{}, buf: make([]byte, 1<<20)}
+	return materialize(ctx, tx, dir, nil)
+}
+
+// materialize is Materialize; with a store, a regular file's data goes
+// there once and the tree holds a stub that redirects to it (Shared).
+func materialize(ctx context.Context, tx *vfs.Tx, dir string, store *storeWriter) (MatStats, error) {
+	m := &materializer{ctx: ctx, tx: tx, links: map[vfs.Ino]string{}, buf: make([]byte, 1<<20), store: store}
 	root, err := tx.GetAttr(vfs.RootIno)
 	if err != nil {
 		return m.st, err
@@ -41,6 +47,7 @@ type materializer struct {
 	links map[vfs.Ino]string // host path of the first name of each linked inode
 	buf   []byte
 	st    MatStats
+	store *storeWriter // nil: whole files in the tree
 }
 
 func (m *materializer) dir(w *vfs.DirWalk, at vfs.Attr, path string) error {
@@ -108,6 +115,56 @@ func (m *materializer) node(w *vfs.DirWalk, at vfs.Attr, p string) error {
 }
 
 func (m *materializer) file(at vfs.Attr, p string) error {
+	if m.store == nil || at.Size == 0 {
+		return m.data(at, p)
+	}
+	key, err := m.tx.ContentKey(at.Ino)
+	if err != nil {
+		return err
+	}
+	name, write, found, collide := m.store.find(key)
+	if collide { // another file's data has this name: a whole copy here
+		return m.data(at, p)
+	}
+	if found {
+		m.st.Reused += int64(at.Size)
+	} else {
+		before := m.st.Bytes
+		if err := m.data(at, write); err != nil {
+			return err
+		}
+		m.st.Stored += m.st.Bytes - before
+		if err := unix.Lsetxattr(write, storeKeyAttr, key[:], 0); err != nil {
+			return err
+		}
+	}
+	m.store.add(name, key, int64(at.Size), !found)
+	return m.stub(p, int64(at.Size), name)
+}
+
+// stub writes the metadata-only file that reads its data from the store's
+// name: sparse, of the file's size, with the overlay's metacopy marker
+// and an absolute redirect into the data-only layer.
+func (m *materializer) stub(p string, size int64, name string) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Lsetxattr(p, string(Trusted)+".overlay.metacopy", nil, 0)
+	}
+	if err == nil {
+		err = unix.Lsetxattr(p, string(Trusted)+".overlay.redirect", []byte("/"+name), 0)
+	}
+	return err
+}
+
+// data writes the file's whole content to p.
+func (m *materializer) data(at vfs.Attr, p string) error {
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err

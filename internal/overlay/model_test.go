@@ -22,11 +22,13 @@ import (
 // runs each ingested into a vault, leave the vault equal to the same
 // sequence run on the native disk, and fsck clean. Each run after the
 // first stands on the uppers of the ones before.
-func TestModelRoundTrip(t *testing.T) {
+func TestModelRoundTrip(t *testing.T) { forLayouts(t, testModelRoundTrip) }
+
+func testModelRoundTrip(t *testing.T, l Layout) {
 	needRoot(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		v, _ := newVault(t, vfs.Quota{})
-		c := newCache(t)
+		c := newCache(t, l)
 		native := t.TempDir()
 		sampleTree(t, native)
 		importDir(t, v, native)

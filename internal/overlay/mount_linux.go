@@ -34,6 +34,9 @@ func (f Format) prefix() string { return string(f) + ".overlay." }
 // fresh upper dir and its work dir (on the same filesystem).
 type Stack struct {
 	Lowers []string
+	// Data are data-only lower layers, below Lowers: only a metacopy
+	// stub's absolute redirect reaches them (the Shared layout's store).
+	Data   []string
 	Upper  string
 	Work   string
 	Format Format
@@ -53,7 +56,9 @@ type Stack struct {
 // layer, so that deep stacks do not hit the one-page limit of mount(2)'s
 // option string. Directory redirects and metacopy are off, so that an
 // upper dir holds only whole files, whiteouts and opaque dirs: what
-// Ingest reads, and what a later mount can stack as a lower.
+// Ingest reads, and what a later mount can stack as a lower. A data-only
+// layer needs neither: the kernel follows a lower stub's redirect into
+// it with metacopy off, and a copy-up of a stub copies the whole data.
 func Mount(s Stack, target string) error {
 	if len(s.Lowers) == 0 || len(s.Lowers) > MaxStack {
 		return &errs.Error{Kind: errs.InvalidInput, Op: "overlay mount", Path: target,
@@ -72,6 +77,11 @@ func Mount(s Stack, target string) error {
 	}
 	for _, l := range s.Lowers {
 		if err := set("lowerdir+", l); err != nil {
+			return err
+		}
+	}
+	for _, l := range s.Data {
+		if err := set("datadir+", l); err != nil {
 			return err
 		}
 	}

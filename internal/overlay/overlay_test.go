@@ -65,9 +65,9 @@ func TestMaterializeKeepsEverything(t *testing.T) {
 	}
 }
 
-func newCache(t testing.TB) *Cache {
+func newCache(t testing.TB, l Layout) *Cache {
 	root := filepath.Join(t.TempDir(), "layers")
-	c := &Cache{Root: root, Format: Trusted}
+	c := &Cache{Root: root, Format: Trusted, Layout: l}
 	t.Cleanup(func() {
 		if m := mountsUnder(root); len(m) > 0 {
 			t.Errorf("mounts left behind: %v", m)
@@ -83,10 +83,12 @@ func newCache(t testing.TB) *Cache {
 // vault's checkpoint, ingests them, and checks the vault then holds what
 // the mount showed; a second run stands on the first run's upper dir and
 // materializes nothing.
-func TestRunRoundTrip(t *testing.T) {
+func TestRunRoundTrip(t *testing.T) { forLayouts(t, testRunRoundTrip) }
+
+func testRunRoundTrip(t *testing.T, l Layout) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, l)
 	c.MaxDepth = 2
 	src := t.TempDir()
 	sampleTree(t, src)
@@ -175,9 +177,13 @@ func errorsIsEXDEV(err error) bool {
 // TestIngestStoresOnlyChangedChunks: an edit of one chunk of a copied-up
 // file stores one new chunk, not the file's twenty.
 func TestIngestStoresOnlyChangedChunks(t *testing.T) {
+	forLayouts(t, testIngestStoresOnlyChangedChunks)
+}
+
+func testIngestStoresOnlyChangedChunks(t *testing.T, l Layout) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, l)
 	src := t.TempDir()
 	sampleTree(t, src)
 	importDir(t, v, src)
@@ -216,9 +222,13 @@ func TestIngestStoresOnlyChangedChunks(t *testing.T) {
 // TestIngestOverQuotaChangesNothing: a run that wrote past the vault's
 // size limit is refused whole with QuotaExceeded.
 func TestIngestOverQuotaChangesNothing(t *testing.T) {
+	forLayouts(t, testIngestOverQuotaChangesNothing)
+}
+
+func testIngestOverQuotaChangesNothing(t *testing.T, l Layout) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{MaxSizeMB: 2})
-	c := newCache(t)
+	c := newCache(t, l)
 	src := t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "keep"), []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
@@ -254,10 +264,12 @@ func TestIngestOverQuotaChangesNothing(t *testing.T) {
 // TestRunUnmountedDuringItFails: a run whose workspace was unmounted
 // under it (its later writes went to the host dir beneath) ends with an
 // error, its upper still ingested.
-func TestRunUnmountedDuringItFails(t *testing.T) {
+func TestRunUnmountedDuringItFails(t *testing.T) { forLayouts(t, testRunUnmountedDuringItFails) }
+
+func testRunUnmountedDuringItFails(t *testing.T, l Layout) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, l)
 	run, err := c.Start(context.Background(), v, "r", "")
 	if err != nil {
 		t.Fatal(err)

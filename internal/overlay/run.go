@@ -137,7 +137,7 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, 
 	if !mount {
 		return r, nil
 	}
-	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro, Volatile: volatile}, r.Merged); err != nil {
+	if err := Mount(Stack{Lowers: prep.Lowers, Data: prep.Data, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro, Volatile: volatile}, r.Merged); err != nil {
 		r.abandon()
 		return nil, err
 	}

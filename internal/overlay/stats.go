@@ -9,6 +9,11 @@ import "github.com/agentvfs/agentvfs/internal/vfs"
 type MatStats struct {
 	Files int   // names written, directories included
 	Bytes int64 // file data written
+	// The Shared layout's share of it: Stored is the part written into
+	// the content store, Reused the data the store held already (not in
+	// Bytes).
+	Stored int64
+	Reused int64
 }
 
 // IngestStats counts what an ingest did.
@@ -22,6 +27,7 @@ type IngestStats struct {
 // Prepared is the lower stack of a state, ready to mount.
 type Prepared struct {
 	Lowers []string // newest first
+	Data   []string // data-only lower layers (the Shared layout's store)
 	Top    string   // key of the newest entry
 	Built  bool     // a base was materialized for this state
 	Stats  MatStats

@@ -21,7 +21,7 @@ import (
 func TestRunIsVolatile(t *testing.T) {
 	needRoot(t)
 	v, _ := newVault(t, vfs.Quota{})
-	c := newCache(t)
+	c := newCache(t, Copies)
 	c.Volatile = true
 	src := t.TempDir()
 	sampleTree(t, src)
@@ -82,7 +82,7 @@ func TestRecoverDropsRunOfEndedBoot(t *testing.T) {
 	needRoot(t)
 	for _, sameBoot := range []bool{false, true} {
 		v, _ := newVault(t, vfs.Quota{})
-		c := newCache(t)
+		c := newCache(t, Copies)
 		c.Volatile = true
 		src := t.TempDir()
 		sampleTree(t, src)

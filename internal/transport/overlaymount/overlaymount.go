@@ -40,6 +40,9 @@ type Transport struct {
 	// other than root (overlay.EnterCommand); nil: only root can use
 	// the transport.
 	Exe func() (string, error)
+	// Layout is how the cache holds file data ("": $AVFS_OVERLAY_LAYOUT,
+	// copies when unset; an unknown name fails the start).
+	Layout overlay.Layout
 
 	once     sync.Once
 	probeErr error
@@ -100,7 +103,11 @@ func (t *Transport) cache() *overlay.Cache {
 	if b == 0 {
 		b = DefaultBudget
 	}
-	return &overlay.Cache{Root: t.Root, Budget: b, Format: t.format()}
+	l := t.Layout
+	if l == "" {
+		l = overlay.Layout(os.Getenv(overlay.LayoutEnv))
+	}
+	return &overlay.Cache{Root: t.Root, Budget: b, Format: t.format(), Layout: l}
 }
 
 // Start mounts the working state of spec.Vault at spec.Dir. A read-write

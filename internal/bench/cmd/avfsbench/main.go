@@ -22,7 +22,11 @@ func main() {
 	engines := flag.String("engines", "sqlite,bolt,postgres", "engines to measure (postgres: layers, io, mount and fleet, on a server the run starts)")
 	reps := flag.Int("reps", 15, "repetitions per measurement (the median is reported)")
 	dir := flag.String("dir", "", "scratch directory (default: a temporary one on the native disk)")
-	sections := flag.String("sections", "layers,io,verify,workout,mount,proxy,transports,growth,fleet", "what to measure: layers, io, verify, workout (diff --patch and merge; per engine), mount, proxy, transports (fuse beside overlay beside the native disk, through proxy exec), growth (per engine), fleet (postgres: hosts forking and running proxy exec at once)")
+	sections := flag.String("sections", "layers,io,verify,workout,mount,proxy,transports,growth,fleet", "what to measure: layers, io, verify, workout (diff --patch and merge; per engine), mount, proxy, transports (fuse beside overlay beside the native disk, through proxy exec), layercache (the overlay cache's copies and shared layouts; not in the default), growth (per engine), fleet (postgres: hosts forking and running proxy exec at once)")
+	lcFiles := flag.Int("layercache-files", 100000, "files of the layercache section's base vault")
+	lcSize := flag.Int64("layercache-size", 4096, "bytes of each of those files")
+	lcForks := flag.Int("layercache-forks", 10, "forks in the layercache section")
+	lcRounds := flag.Int("layercache-rounds", 2, "rounds of the layercache section (the layouts alternate)")
 	hosts := flag.Int("hosts", 8, "processes with homes of their own in the fleet section")
 	growthReps := flag.Int("growth-reps", 3, "runs of the growth section (100,000 overwrites each)")
 	slowReps := flag.Int("mount-reps", 5, "repetitions for the mount section (it runs real workloads)")
@@ -103,6 +107,11 @@ func main() {
 	}
 	if want["transports"] {
 		if err := bench.Transports(slow); err != nil {
+			fail(err)
+		}
+	}
+	if want["layercache"] {
+		if err := bench.LayerCache(cfg, bench.LayerCacheConfig{Files: *lcFiles, FileSize: *lcSize, Forks: *lcForks, Rounds: *lcRounds}); err != nil {
 			fail(err)
 		}
 	}
