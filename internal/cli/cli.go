@@ -21,7 +21,9 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -114,6 +116,9 @@ type app struct {
 	// ran is set once a command's own code starts: an error before that
 	// came from parsing the command line and is a usage error.
 	ran bool
+	// keepRuns leaves the overlay runs a crash left as they are (fsck
+	// reports them) instead of ingesting them at the vault's open.
+	keepRuns bool
 }
 
 // action is the body of a command: it returns the result to print (nil
@@ -276,8 +281,37 @@ func (a *app) home() (*registry.Home, error) {
 	h.WriteGuard = func(vault string) error { return mountd.CheckWriter(h, vault) }
 	// ...and what a command reads or freezes beside it holds every write
 	// made through it, also those its write-back cache still buffers.
-	h.BeforeOpen = func(vault string) error { return mountd.Persist(h, vault) }
+	// An overlay run a crash left is ingested before anything else
+	// opens the vault (recoverRuns).
+	h.BeforeOpen = func(vault string) error {
+		if err := mountd.Persist(h, vault); err != nil {
+			return err
+		}
+		return a.recoverRuns(h, vault)
+	}
 	return h, nil
+}
+
+// recoverRuns ingests the overlay runs of vault whose process died before
+// their ingest (overlaymount.Recover), and says so on stderr: the run's
+// writes become the vault's before any command reads or writes beside
+// them, as a FUSE run's writes are the vault's as they happen. fsck
+// (keepRuns) only reports them.
+func (a *app) recoverRuns(h *registry.Home, vault string) error {
+	runDir, ok := proxy.FoundRuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR"))
+	if a.keepRuns || !ok {
+		return nil
+	}
+	recs, err := overlaymount.Recover(h, vault, overlaymount.CacheDir(runDir))
+	for _, r := range recs {
+		switch {
+		case r.Err != nil:
+			fmt.Fprintf(a.env.Stderr, "avfs: warning: the overlay run a crash left in %s was refused whole: %v\n", r.Dir, r.Err)
+		case r.Ingested:
+			fmt.Fprintf(a.env.Stderr, "avfs: warning: ingested the overlay run a crash left in %s\n", r.Dir)
+		}
+	}
+	return err
 }
 
 // vaultName is the vault a command works on: --vault, else $AVFS_VAULT,

@@ -39,6 +39,9 @@ type Run struct {
 // pending is a run's pending.json.
 type pending struct {
 	VaultID string `json:"vault_id"`
+	// Vault is the vault's name at the start: what a command opening a
+	// vault by name looks for (Waiting) before it opens anything.
+	Vault string `json:"vault,omitempty"`
 	// Top is the writable layer at the start: the ingest writes into it
 	// and seals it, so a top that moved on means the ingest committed.
 	Top    uint64 `json:"top"`
@@ -82,7 +85,7 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro b
 		return nil, err
 	}
 	r.Prepared = prep
-	r.pending = pending{VaultID: v.ID(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
+	r.pending = pending{VaultID: v.ID(), Vault: v.Name(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
 	dirs := []string{r.Dir, r.upper(), r.work()}
 	if target == "" {
 		dirs = append(dirs, r.Merged)
@@ -212,13 +215,6 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 	return fin, nil
 }
 
-// Recovered is what Recover found of one run a crash left.
-type Recovered struct {
-	Dir      string
-	Ingested bool // its upper was ingested now
-	Err      error
-}
-
 // Recover finds the runs of vault v that a crash left (their process is
 // gone: the caller holds the vault's run lock) and finishes each: one
 // whose ingest had committed (v's working state no longer stands on the
@@ -268,18 +264,49 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 }
 
 // Pending lists the run dirs of vault id that wait for an ingest: what
-// fsck reports while no run has recovered them.
+// fsck reports while no run has recovered them. A run that is live has
+// one too: the caller tells them apart by the vault's writer lock.
 func (c *Cache) Pending(vaultID string) []string {
-	des, _ := os.ReadDir(c.Root)
 	var out []string
+	for _, r := range c.runs() {
+		if r.p.VaultID == vaultID {
+			out = append(out, r.dir)
+		}
+	}
+	return out
+}
+
+// Waiting reports whether a run dir may be of the vault named name (its
+// pending.json names it, or names no vault at all): a look at the
+// cache's dir alone, cheap enough for every open of a vault.
+func (c *Cache) Waiting(name string) bool {
+	for _, r := range c.runs() {
+		if r.p.Vault == name || r.p.Vault == "" {
+			return true
+		}
+	}
+	return false
+}
+
+type runDir struct {
+	dir string
+	p   pending
+}
+
+// runs reads the pending.json of every run dir; a dir without one is
+// being started, or is not a run.
+func (c *Cache) runs() []runDir {
+	des, _ := os.ReadDir(c.Root)
+	var out []runDir
 	for _, d := range des {
 		if !strings.HasPrefix(d.Name(), runPrefix) {
 			continue
 		}
 		var p pending
-		b, err := os.ReadFile(filepath.Join(c.Root, d.Name(), "pending.json"))
-		if err == nil && json.Unmarshal(b, &p) == nil && p.VaultID == vaultID {
-			out = append(out, filepath.Join(c.Root, d.Name()))
+		dir := filepath.Join(c.Root, d.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "pending.json"))
+		if err == nil && json.Unmarshal(b, &p) == nil {
+			out = append(out, runDir{dir, p})
 		}
 	}
 	return out

@@ -35,3 +35,10 @@ type Finished struct {
 	Adopted bool    // the upper became the cache entry of the sealed layer
 	Ms      float64 // the ingest's time
 }
+
+// Recovered is what Recover found of one run a crash left.
+type Recovered struct {
+	Dir      string
+	Ingested bool // its upper was ingested now
+	Err      error
+}

@@ -367,6 +367,13 @@ export interface FsckResult {
   chunks: number;
   problems: string[];
   duration_ms: DurationMs;
+  /** Overlay runs whose process died before their writes were ingested (not a fault of the vault: ok stays true). Any other command that opens the vault ingests them whole. */
+  pending_runs?: {
+    /** the run's dir in the layer cache */
+    dir: string;
+    /** what to do about it */
+    action: string;
+  }[];
 }
 
 /**

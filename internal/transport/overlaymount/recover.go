@@ -1,0 +1,51 @@
+//go:build linux
+
+package overlaymount
+
+import (
+	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/mountrec"
+	"github.com/agentvfs/agentvfs/internal/overlay"
+	"github.com/agentvfs/agentvfs/internal/registry"
+)
+
+// Recover finishes the overlay runs of vault that a crash left in the
+// layer cache at root (overlay.Cache.Recover): each is ingested whole,
+// or removed when its ingest had committed. Every command that opens the
+// vault calls it first, not only the next overlay run: a write made
+// beside a pending upper would stand on the run's base, and the late
+// ingest (which starts from a fresh layer over that base) would set it
+// aside. A run whose process lives holds the vault's writer lock, so a
+// locked vault is left alone. It costs a look at root's entries when no
+// run of the vault waits.
+func Recover(h *registry.Home, vault, root string) ([]overlay.Recovered, error) {
+	c := &overlay.Cache{Root: root, Format: overlay.Trusted}
+	if !c.Waiting(vault) {
+		return nil, nil
+	}
+	l, err := mountrec.LockWriter(h, vault, "")
+	if errs.Is(err, errs.VaultLocked) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+	v, err := h.Unguarded().Open(vault)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	return c.Recover(v)
+}
+
+// Waiting lists the run dirs of vault (id: its vault ID) that wait for
+// an ingest in the layer cache at root, none while a process holds the
+// vault's writer lock (its run is live, not pending).
+func Waiting(h *registry.Home, vault, id, root string) []string {
+	if _, live := mountrec.Writer(h, vault); live {
+		return nil
+	}
+	c := &overlay.Cache{Root: root}
+	return c.Pending(id)
+}
