@@ -735,7 +735,7 @@ export interface ProxyExecResult {
       bytes_added: Bytes;
       bytes_removed: Bytes;
     } | null;
-    /** true when the summary paired deleted and added paths of one inode into renames */
+    /** true when the summary paired a deleted and an added file of the same or similar content into a rename (as avfs diff pairs them) */
     renames_detected: boolean;
     decision: {
       action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";

@@ -769,7 +769,7 @@ class ProxyResult(Document):
     changes_truncated: bool
     #: every change of the run summed, from the change list's sizes (no file is read): an added path adds its size, a deleted one removes it, any other adds its growth or removes its shrinkage. Zeros when nothing ran; null with --changes none (no diff is taken)
     summary: Optional[ChangeSummary]
-    #: true when the summary paired deleted and added paths of one inode into renames
+    #: true when the summary paired a deleted and an added file of the same or similar content into a rename (as avfs diff pairs them)
     renames_detected: bool
     decision: Decision
     isolation: Optional[Isolation]
