@@ -55,4 +55,3 @@ func changeList(cs []proxy.Change) []string {
 	}
 	return out
 }
-
