@@ -281,6 +281,14 @@ func (a *app) home() (*registry.Home, error) {
 	h.WriteGuard = func(vault string) error { return mountd.CheckWriter(h, vault) }
 	// ...and what a command reads or freezes beside it holds every write
 	// made through it, also those its write-back cache still buffers.
+	// The layer cache follows the vault: what compaction, collection or
+	// deletion frees is dropped from it (a cache: a failure leaves an
+	// entry for the next overlay start's sweep).
+	h.Freed = func(vaultID string, layers []uint64) {
+		if runDir, ok := proxy.FoundRuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR")); ok {
+			_ = overlaymount.Freed(overlaymount.CacheDir(runDir), vaultID, layers)
+		}
+	}
 	// An overlay run a crash left is ingested before anything else
 	// opens the vault (recoverRuns).
 	h.BeforeOpen = func(vault string) error {

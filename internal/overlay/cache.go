@@ -387,6 +387,37 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 	return nil
 }
 
+// DropFreed removes the entries of v's file whose layers v no longer
+// holds: a sweep for what a Freed notice missed (an entry a mount held
+// then, or a layer freed by a process that knows no cache).
+func (c *Cache) DropFreed(v *vfs.Vault) error {
+	ids, err := v.LayerIDs()
+	if err != nil {
+		return err
+	}
+	held := map[uint64]bool{}
+	for _, id := range ids {
+		held[id] = true
+	}
+	return c.DropVault(v.ID(), func(l uint64) bool { return held[l] })
+}
+
+// Forget removes everything of a deleted vault file: its entries and the
+// dirs of its runs (unmounted first), none of which any state can reach
+// again. Entries a mount holds stay, for a later Prune.
+func (c *Cache) Forget(vaultID string) error {
+	for _, r := range c.runs() {
+		if r.p.VaultID != vaultID {
+			continue
+		}
+		if r.p.Merged != "" {
+			_ = Unmount(r.p.Merged)
+		}
+		_ = os.RemoveAll(r.dir)
+	}
+	return c.DropVault(vaultID, nil)
+}
+
 func syncFS(dir string) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

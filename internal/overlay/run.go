@@ -106,6 +106,9 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro b
 		return nil, err
 	}
 	r.mounted = true
+	// Entries of layers freed by a process that could not drop them (a
+	// mount held them then) go now; the run's own lowers are held.
+	_ = c.DropFreed(v)
 	return r, nil
 }
 

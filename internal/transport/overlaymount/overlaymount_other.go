@@ -42,3 +42,6 @@ func Recover(h *registry.Home, vault, root string) ([]overlay.Recovered, error) 
 
 // Waiting is none: no overlay run ever ran here.
 func Waiting(h *registry.Home, vault, id, root string) []string { return nil }
+
+// Freed has nothing to drop: no layer is ever cached here.
+func Freed(root, vaultID string, layers []uint64) error { return nil }

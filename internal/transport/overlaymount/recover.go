@@ -49,3 +49,20 @@ func Waiting(h *registry.Home, vault, id, root string) []string {
 	c := &overlay.Cache{Root: root}
 	return c.Pending(id)
 }
+
+// Freed drops the entries of the layer cache at root that vault file
+// vaultID's layers freed (registry.Home.Freed): layers nil, a deleted
+// vault, all of them and its runs' dirs. An entry a live mount stands on
+// is left to it (its shared lock) and swept by a later start.
+func Freed(root, vaultID string, layers []uint64) error {
+	c := &overlay.Cache{Root: root}
+	if layers == nil {
+		return c.Forget(vaultID)
+	}
+	for _, l := range layers {
+		if err := c.Drop(overlay.Key(vaultID, l)); err != nil && !errs.Is(err, errs.VaultLocked) {
+			return err
+		}
+	}
+	return nil
+}
