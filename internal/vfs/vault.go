@@ -73,7 +73,7 @@ type Vault struct {
 	hdr    Header
 	opener Opener
 	now    func() time.Time
-	guard  func() error // asked before changes of the working state; nil allows all
+	guard  func() error          // asked before changes of the working state; nil allows all
 	freed  func(layers []uint64) // told of the layers compaction and collection deleted
 	// keepOrphans keeps files that lose their last name (orphan.go).
 	keepOrphans bool
