@@ -217,7 +217,8 @@ func (c *Cache) build(key string, fill func(tree string) (MatStats, error)) (Mat
 
 // Adopt makes a run's upper dir, once ingested and sealed into layer key,
 // the entry of that layer: a delta over parent. The upper is moved, not
-// copied (it must be on the cache's filesystem). A layer that holds more
+// copied, when it is on the cache's filesystem; a bounded run's upper
+// (on a tmpfs of its own) is copied. A layer that holds more
 // than the ingest (something else wrote into it first) must not be
 // adopted: the caller checks vfs.Sealed.WasEmpty.
 func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
@@ -226,7 +227,11 @@ func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := os.Rename(upper, filepath.Join(tmp, "tree")); err != nil {
+	err = os.Rename(upper, filepath.Join(tmp, "tree"))
+	if errors.Is(err, unix.EXDEV) { // a bounded run's upper, on its own tmpfs
+		err = copyUpper(upper, filepath.Join(tmp, "tree"))
+	}
+	if err != nil {
 		return hostErr("layer cache", upper, err)
 	}
 	if err := c.seal(tmp, entryMeta{Parent: parent, Format: c.Format, Files: st.Written + st.Dirs, Bytes: st.Bytes, Created: time.Now().UTC()}); err != nil {
@@ -413,7 +418,7 @@ func (c *Cache) Forget(vaultID string) error {
 		if r.p.Merged != "" {
 			_ = Unmount(r.p.Merged)
 		}
-		_ = os.RemoveAll(r.dir)
+		_ = removeRun(r.dir, r.p)
 	}
 	return c.DropVault(vaultID, nil)
 }

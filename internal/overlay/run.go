@@ -22,6 +22,8 @@ import (
 //
 //	.run-<id>/pending.json   which vault, layer and lowers the upper belongs to
 //	.run-<id>/upper, work    the overlay's upper and work dirs
+//	.run-<id>/rw/upper, work the same on a tmpfs of the run's own, for a
+//	                         vault with a size quota (upperBound)
 //	.run-<id>/merged         the mountpoint
 //
 // A run whose process died leaves its dir: Recover finds it at the next
@@ -49,6 +51,30 @@ type pending struct {
 	Parent string `json:"parent"` // key of the lowers' newest entry
 	Format Format `json:"format"`
 	Merged string `json:"merged"` // the mountpoint
+	// Bound is the size of the tmpfs at rw/ that holds the upper and work
+	// dirs (0: they are plain dirs of the run's dir).
+	Bound int64 `json:"bound,omitempty"`
+}
+
+// upper and work are the overlay's upper and work dirs of run dir dir.
+func (p pending) upper(dir string) string { return filepath.Join(p.rw(dir), "upper") }
+func (p pending) work(dir string) string  { return filepath.Join(p.rw(dir), "work") }
+
+func (p pending) rw(dir string) string {
+	if p.Bound > 0 {
+		return filepath.Join(dir, "rw")
+	}
+	return dir
+}
+
+// removeRun removes run dir dir, its tmpfs unmounted first.
+func removeRun(dir string, p pending) error {
+	if p.Bound > 0 {
+		if err := Unmount(p.rw(dir)); err != nil {
+			return err
+		}
+	}
+	return hostErr("overlay run", dir, os.RemoveAll(dir))
 }
 
 const runPrefix = ".run-"
@@ -86,15 +112,19 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro b
 	}
 	r.Prepared = prep
 	r.pending = pending{VaultID: v.ID(), Vault: v.Name(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
-	dirs := []string{r.Dir, r.upper(), r.work()}
-	if target == "" {
-		dirs = append(dirs, r.Merged)
-	}
-	for _, d := range dirs {
-		if err := os.Mkdir(d, 0o755); err != nil {
+	if !ro {
+		if r.pending.Bound, err = upperBound(v); err != nil {
 			r.lease.Release()
-			return nil, hostErr("overlay run", d, err)
+			return nil, err
 		}
+	}
+	if err := os.Mkdir(r.Dir, 0o755); err != nil {
+		r.lease.Release()
+		return nil, hostErr("overlay run", r.Dir, err)
+	}
+	if err := r.makeDirs(target == ""); err != nil {
+		r.abandon()
+		return nil, err
 	}
 	b, _ := json.Marshal(r.pending)
 	if err := os.WriteFile(filepath.Join(r.Dir, "pending.json"), b, 0o600); err != nil {
@@ -131,8 +161,37 @@ func standOnFrozen(v *vfs.Vault) (top, base uint64, err error) {
 		Err: errors.New("another writer keeps writing the vault's working state")}
 }
 
-func (r *Run) upper() string { return filepath.Join(r.Dir, "upper") }
-func (r *Run) work() string  { return filepath.Join(r.Dir, "work") }
+func (r *Run) upper() string { return r.pending.upper(r.Dir) }
+func (r *Run) work() string  { return r.pending.work(r.Dir) }
+
+// makeDirs makes the upper and work dirs, on the run's tmpfs when it has
+// a bound, and the mountpoint when the run has its own.
+func (r *Run) makeDirs(ownMerged bool) error {
+	if r.pending.Bound > 0 {
+		rw := r.pending.rw(r.Dir)
+		if err := os.Mkdir(rw, 0o755); err != nil {
+			return hostErr("overlay run", rw, err)
+		}
+		if err := mountBound(rw, r.pending.Bound); err != nil {
+			r.pending.Bound = 0 // nothing to unmount
+			return err
+		}
+	}
+	dirs := []string{r.upper(), r.work()}
+	if ownMerged {
+		dirs = append(dirs, r.Merged)
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return hostErr("overlay run", d, err)
+		}
+	}
+	return nil
+}
+
+// UpperBound is the size of the tmpfs the run's upper is on (0: the
+// upper is not bounded, see upperBound).
+func (r *Run) UpperBound() int64 { return r.pending.Bound }
 
 func (r *Run) abandon() {
 	if r.mounted {
@@ -140,7 +199,7 @@ func (r *Run) abandon() {
 		r.mounted = false
 	}
 	r.lease.Release()
-	_ = os.RemoveAll(r.Dir)
+	_ = removeRun(r.Dir, r.pending)
 }
 
 // Discard unmounts the run and throws its upper dir away: a read-only
@@ -152,7 +211,7 @@ func (r *Run) Discard() error {
 		r.mounted = false
 	}
 	r.lease.Release()
-	return errors.Join(err, hostErr("overlay run", r.Dir, os.RemoveAll(r.Dir)))
+	return errors.Join(err, removeRun(r.Dir, r.pending))
 }
 
 // Persist makes what the run wrote so far v's working state: the upper
@@ -187,7 +246,7 @@ func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 	defer r.lease.Release()
 	start := time.Now()
 	fin, err := ingestRun(v, r.Dir, r.pending, r.cache)
-	fin.Ms = since(start)
+	fin.Ms, fin.UpperBound = since(start), r.pending.Bound
 	return fin, errors.Join(err, gone)
 }
 
@@ -195,7 +254,7 @@ func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 // into the cache, or removed.
 func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) {
 	var fin Finished
-	upper := filepath.Join(dir, "upper")
+	upper := p.upper(dir)
 	sealed, err := v.UpdateOver(p.Base, true, func(tx *vfs.Tx) error {
 		var err error
 		fin.Stats, err = Ingest(tx, upper, p.Format)
@@ -203,7 +262,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 	})
 	fin.Sealed = sealed
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		_ = removeRun(dir, p)
 		return fin, err
 	}
 	// The upper is the layer's form only when the layer holds nothing
@@ -214,7 +273,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 			fin.Adopted = true
 		}
 	}
-	_ = os.RemoveAll(dir)
+	_ = removeRun(dir, p)
 	return fin, nil
 }
 
@@ -259,7 +318,7 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 			_, rec.Err = ingestRun(v, dir, p, c)
 			rec.Ingested = rec.Err == nil
 		} else {
-			_ = os.RemoveAll(dir)
+			_ = removeRun(dir, p)
 		}
 		out = append(out, rec)
 	}

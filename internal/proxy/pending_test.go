@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,9 +19,28 @@ import (
 // nothing; the next command that opens the vault — a plain `avfs write`,
 // not an overlay run — ingests it first, so that neither the run's write
 // nor the later one is lost when the next overlay run starts.
+// With a size quota the upper is on a tmpfs of its own, which outlives
+// the kill as the overlay does: the ingest reads it and unmounts it.
 func TestPendingUpperAfterKill(t *testing.T) {
-	t.Parallel()
+	for _, quota := range []string{"", "100"} {
+		name := "no quota"
+		if quota != "" {
+			name = "quota, upper on tmpfs"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testPendingUpperAfterKill(t, quota)
+		})
+	}
+}
+
+func testPendingUpperAfterKill(t *testing.T, quota string) {
 	e := newEnv(t)
+	if quota != "" {
+		if code, out, errOut := e.avfs("", "quota", "set", "max_size_mb", quota); code != 0 {
+			t.Fatalf("quota set: %s %s", out, errOut)
+		}
+	}
 	bin := avfsBinary(t)
 	marker := fmt.Sprintf("30.%06d", rand.IntN(1e6))
 	cmd := exec.Command(bin, "--json", "proxy", "exec", "--transport", "overlay", "--linger", "0",
@@ -65,6 +85,9 @@ func TestPendingUpperAfterKill(t *testing.T) {
 	pend := fsck()
 	if len(pend) != 1 {
 		t.Fatalf("fsck after the kill reports pending runs %v, want one (avfs said %s)", pend, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(pend[0], "rw", "upper")); (err == nil) != (quota != "") {
+		t.Errorf("the upper on a tmpfs: %v, want it with a quota only", err)
 	}
 	if _, err := os.Stat(pend[0]); err != nil {
 		t.Fatalf("fsck changed the pending run: %v", err)
