@@ -683,6 +683,8 @@ export interface ProxyExecResult {
       deleted: number;
       /** the upper dir became the cached form of the run's layer: the next run materializes nothing */
       reused: boolean;
+      /** size of the tmpfs the run's upper dir was on (a vault with a size quota): a write past it failed with ENOSPC in the command; 0 when the upper was not bounded */
+      upper_bound_bytes?: Bytes;
     } | null;
     cwd: VaultPath;
     command: string[];

@@ -804,6 +804,8 @@ class ProxyResultOverlay(Document):
     deleted: int
     #: the upper dir became the cached form of the run's layer: the next run materializes nothing
     reused: bool
+    #: size of the tmpfs the run's upper dir was on (a vault with a size quota): a write past it failed with ENOSPC in the command; 0 when the upper was not bounded
+    upper_bound_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)
