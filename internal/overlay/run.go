@@ -70,9 +70,7 @@ func (p pending) rw(dir string) string {
 // removeRun removes run dir dir, its tmpfs unmounted first.
 func removeRun(dir string, p pending) error {
 	if p.Bound > 0 {
-		if err := Unmount(p.rw(dir)); err != nil {
-			return err
-		}
+		_ = Unmount(p.rw(dir)) // gone with a reboot, or with the run's namespace
 	}
 	return hostErr("overlay run", dir, os.RemoveAll(dir))
 }
@@ -173,8 +171,14 @@ func (r *Run) makeDirs(ownMerged bool) error {
 			return hostErr("overlay run", rw, err)
 		}
 		if err := mountBound(rw, r.pending.Bound); err != nil {
-			r.pending.Bound = 0 // nothing to unmount
-			return err
+			if !errors.Is(err, unix.EPERM) {
+				r.pending.Bound = 0 // nothing to unmount
+				return err
+			}
+			// Where this process may not mount a tmpfs, the upper is
+			// unbounded and only the ingest checks.
+			r.pending.Bound = 0
+			_ = os.Remove(rw)
 		}
 	}
 	dirs := []string{r.upper(), r.work()}
