@@ -314,7 +314,7 @@ func (a *app) recoverRuns(h *registry.Home, vault string) error {
 	for _, r := range recs {
 		switch {
 		case r.Err != nil:
-			fmt.Fprintf(a.env.Stderr, "avfs: warning: the overlay run a crash left in %s was refused whole: %v\n", r.Dir, r.Err)
+			fmt.Fprintf(a.env.Stderr, "avfs: warning: the overlay run a crash left in %s was not ingested: %v\n", r.Dir, r.Err)
 		case r.Ingested:
 			fmt.Fprintf(a.env.Stderr, "avfs: warning: ingested the overlay run a crash left in %s\n", r.Dir)
 		}

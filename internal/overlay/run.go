@@ -120,14 +120,22 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro b
 		r.lease.Release()
 		return nil, hostErr("overlay run", r.Dir, err)
 	}
+	// pending.json first: a crash right after the tmpfs is mounted
+	// leaves a run dir that Recover finds and takes away, mount and all.
+	if err := r.writePending(); err != nil {
+		r.abandon()
+		return nil, err
+	}
+	bound := r.pending.Bound
 	if err := r.makeDirs(target == ""); err != nil {
 		r.abandon()
 		return nil, err
 	}
-	b, _ := json.Marshal(r.pending)
-	if err := os.WriteFile(filepath.Join(r.Dir, "pending.json"), b, 0o600); err != nil {
-		r.abandon()
-		return nil, hostErr("overlay run", r.Dir, err)
+	if r.pending.Bound != bound {
+		if err := r.writePending(); err != nil {
+			r.abandon()
+			return nil, err
+		}
 	}
 	if err := Mount(Stack{Lowers: prep.Lowers, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro}, r.Merged); err != nil {
 		r.abandon()
@@ -191,6 +199,11 @@ func (r *Run) makeDirs(ownMerged bool) error {
 		}
 	}
 	return nil
+}
+
+func (r *Run) writePending() error {
+	b, _ := json.Marshal(r.pending)
+	return hostErr("overlay run", r.Dir, os.WriteFile(filepath.Join(r.Dir, "pending.json"), b, 0o600))
 }
 
 // UpperBound is the size of the tmpfs the run's upper is on (0: the
@@ -312,6 +325,17 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 			_ = Unmount(p.Merged)
 		}
 		rec := Recovered{Dir: dir}
+		if _, err := os.Lstat(p.upper(dir)); errors.Is(err, os.ErrNotExist) {
+			// Died while starting (the command never ran), or the
+			// upper's tmpfs went with a reboot: nothing to ingest.
+			rec.Err = removeRun(dir, p)
+			if rec.Err == nil && p.Bound > 0 {
+				rec.Err = &errs.Error{Kind: errs.IoError, Op: "overlay run", Path: dir,
+					Err: errors.New("the run's upper dir is gone (it was on a tmpfs; a reboot takes it): nothing of the run reached the vault")}
+			}
+			out = append(out, rec)
+			continue
+		}
 		layers, err := v.StateLayers("")
 		if err != nil {
 			return out, err
