@@ -281,45 +281,16 @@ func (a *app) home() (*registry.Home, error) {
 	h.WriteGuard = func(vault string) error { return mountd.CheckWriter(h, vault) }
 	// ...and what a command reads or freezes beside it holds every write
 	// made through it, also those its write-back cache still buffers.
-	// The layer cache follows the vault: what compaction, collection or
-	// deletion frees is dropped from it (a cache: a failure leaves an
-	// entry for the next overlay start's sweep).
-	h.Freed = func(vaultID string, layers []uint64) {
-		if runDir, ok := proxy.FoundRuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR")); ok {
-			_ = overlaymount.Freed(overlaymount.CacheDir(runDir), vaultID, layers)
-		}
-	}
-	// An overlay run a crash left is ingested before anything else
-	// opens the vault (recoverRuns).
-	h.BeforeOpen = func(vault string) error {
-		if err := mountd.Persist(h, vault); err != nil {
-			return err
-		}
-		return a.recoverRuns(h, vault)
-	}
+	h.BeforeOpen = func(vault string) error { return mountd.Persist(h, vault) }
+	// The overlay transport's layer cache follows the vaults: what they
+	// free is dropped, and a run a crash left is ingested before anything
+	// else opens its vault, as its writes were the vault's had it run on
+	// FUSE. fsck (keepRuns) only reports such runs.
+	overlaymount.Follow(h, func() (string, bool) {
+		runDir, ok := proxy.FoundRuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR"))
+		return overlaymount.CacheDir(runDir), ok
+	}, func() bool { return a.keepRuns }, func(msg string) { fmt.Fprintf(a.env.Stderr, "avfs: warning: %s\n", msg) })
 	return h, nil
-}
-
-// recoverRuns ingests the overlay runs of vault whose process died before
-// their ingest (overlaymount.Recover), and says so on stderr: the run's
-// writes become the vault's before any command reads or writes beside
-// them, as a FUSE run's writes are the vault's as they happen. fsck
-// (keepRuns) only reports them.
-func (a *app) recoverRuns(h *registry.Home, vault string) error {
-	runDir, ok := proxy.FoundRuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR"))
-	if a.keepRuns || !ok {
-		return nil
-	}
-	recs, err := overlaymount.Recover(h, vault, overlaymount.CacheDir(runDir))
-	for _, r := range recs {
-		switch {
-		case r.Err != nil:
-			fmt.Fprintf(a.env.Stderr, "avfs: warning: the overlay run a crash left in %s was not ingested: %v\n", r.Dir, r.Err)
-		case r.Ingested:
-			fmt.Fprintf(a.env.Stderr, "avfs: warning: ingested the overlay run a crash left in %s\n", r.Dir)
-		}
-	}
-	return err
 }
 
 // vaultName is the vault a command works on: --vault, else $AVFS_VAULT,

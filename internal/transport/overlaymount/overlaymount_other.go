@@ -45,3 +45,7 @@ func Waiting(h *registry.Home, vault, id, root string) []string { return nil }
 
 // Freed has nothing to drop: no layer is ever cached here.
 func Freed(root, vaultID string, layers []uint64) error { return nil }
+
+// Follow has only Freed and BeforeOpen to leave as they are: no overlay
+// run ever ran here.
+func Follow(h *registry.Home, root func() (string, bool), skip func() bool, warn func(string)) {}

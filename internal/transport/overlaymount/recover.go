@@ -3,6 +3,8 @@
 package overlaymount
 
 import (
+	"fmt"
+
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/overlay"
@@ -65,4 +67,41 @@ func Freed(root, vaultID string, layers []uint64) error {
 		}
 	}
 	return nil
+}
+
+// Follow makes the layer cache at root() (ok false: none was ever made)
+// follow the vaults of h, for every front end alike (the CLI, the
+// library): h.Freed drops what compaction, collection and deletion free,
+// and h.BeforeOpen, after what it did already, ingests the runs a crash
+// left (Recover) unless skip says not to (fsck, which reports them),
+// telling warn of each run it finished.
+func Follow(h *registry.Home, root func() (string, bool), skip func() bool, warn func(string)) {
+	h.Freed = func(vaultID string, layers []uint64) {
+		if r, ok := root(); ok {
+			_ = Freed(r, vaultID, layers) // a cache: what stays is swept at the next start
+		}
+	}
+	before := h.BeforeOpen
+	h.BeforeOpen = func(vault string) error {
+		if before != nil {
+			if err := before(vault); err != nil {
+				return err
+			}
+		}
+		r, ok := root()
+		if !ok || (skip != nil && skip()) {
+			return nil
+		}
+		recs, err := Recover(h, vault, r)
+		for _, rec := range recs {
+			switch {
+			case warn == nil:
+			case rec.Err != nil:
+				warn(fmt.Sprintf("the overlay run a crash left in %s was not ingested: %v", rec.Dir, rec.Err))
+			case rec.Ingested:
+				warn("ingested the overlay run a crash left in " + rec.Dir)
+			}
+		}
+		return err
+	}
 }
