@@ -245,6 +245,9 @@ type OverlayCost struct {
 	// Reused: the upper dir became the cached form of the run's layer, so
 	// the next run on it materializes nothing.
 	Reused bool
+	// UpperBound is the size of the tmpfs the upper dir was on (a vault
+	// with a size quota), 0 when it was not bounded.
+	UpperBound int64
 }
 
 // ChangesMode is how much of a run's change list the envelope holds.
@@ -333,7 +336,8 @@ func envelope(e *proxy.Envelope) *Envelope {
 	if o := r.Overlay; o != nil {
 		out.Result.Overlay = &OverlayCost{Lowers: o.Lowers, Materialized: o.Materialized, Materialize: ms(o.MaterializeMs),
 			MaterializedFiles: o.MaterializedFiles, MaterializedBytes: o.MaterializedBytes, Ingest: ms(o.IngestMs),
-			IngestedFiles: o.IngestedFiles, IngestedBytes: o.IngestedBytes, Deleted: o.Deleted, Reused: o.Reused}
+			IngestedFiles: o.IngestedFiles, IngestedBytes: o.IngestedBytes, Deleted: o.Deleted, Reused: o.Reused,
+			UpperBound: o.UpperBoundBytes}
 	}
 	if m := r.Summary; m != nil {
 		out.Result.Summary = &ChangeSummary{Added: m.Added, Modified: m.Modified, Deleted: m.Deleted, Renamed: m.Renamed,

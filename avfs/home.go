@@ -2,10 +2,13 @@ package avfs
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -53,6 +56,12 @@ func OpenHome(dir string, opts ...Option) (*Home, error) {
 	// ...and what it reads or freezes beside such a mount holds every write
 	// made through the mount, also those its write-back cache still buffers.
 	reg.BeforeOpen = func(vault string) error { return mountd.Persist(reg, vault) }
+	// ...and the overlay runs' layer cache follows the vaults, a run a
+	// crash left ingested before anything else opens its vault.
+	overlaymount.Follow(reg, func() (string, bool) {
+		runDir, ok := proxy.FoundRuntimeDir(reg.Dir, os.Getenv("XDG_RUNTIME_DIR"))
+		return overlaymount.CacheDir(runDir), ok
+	}, nil, nil)
 	h := &Home{reg: reg}
 	for _, o := range opts {
 		o(h)

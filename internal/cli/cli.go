@@ -22,7 +22,9 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/overlay"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -118,6 +120,9 @@ type app struct {
 	// ran is set once a command's own code starts: an error before that
 	// came from parsing the command line and is a usage error.
 	ran bool
+	// keepRuns leaves the overlay runs a crash left as they are (fsck
+	// reports them) instead of ingesting them at the vault's open.
+	keepRuns bool
 }
 
 // action is the body of a command: it returns the result to print (nil
@@ -281,6 +286,14 @@ func (a *app) home() (*registry.Home, error) {
 	// ...and what a command reads or freezes beside it holds every write
 	// made through it, also those its write-back cache still buffers.
 	h.BeforeOpen = func(vault string) error { return mountd.Persist(h, vault) }
+	// The overlay transport's layer cache follows the vaults: what they
+	// free is dropped, and a run a crash left is ingested before anything
+	// else opens its vault, as its writes were the vault's had it run on
+	// FUSE. fsck (keepRuns) only reports such runs.
+	overlaymount.Follow(h, func() (string, bool) {
+		runDir, ok := proxy.FoundRuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR"))
+		return overlaymount.CacheDir(runDir), ok
+	}, func() bool { return a.keepRuns }, func(msg string) { fmt.Fprintf(a.env.Stderr, "avfs: warning: %s\n", msg) })
 	return h, nil
 }
 

@@ -12,7 +12,9 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv/engines"
+	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
+	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -30,11 +32,37 @@ type fsckResult struct {
 	OK    bool   `json:"ok"`
 	*vfs.FsckReport
 	DurationMS float64 `json:"duration_ms"`
+	// PendingRuns are overlay runs whose process died before their
+	// ingest: not a fault of the vault file, so ok stays true.
+	PendingRuns []pendingRun `json:"pending_runs"`
+}
+
+// pendingRun is one overlay run fsck found waiting for its ingest.
+type pendingRun struct {
+	Dir    string `json:"dir"`
+	Action string `json:"action"`
 }
 
 func (r fsckResult) human(w io.Writer) {
 	fmt.Fprintf(w, "%s: ok (%d layers, %d checkpoints, %d states, %d inodes, %d chunks checked)\n",
 		r.Vault, r.Layers, r.Checkpoints, r.States, r.Inodes, r.Chunks)
+	for _, p := range r.PendingRuns {
+		fmt.Fprintf(w, "pending overlay run %s: %s\n", p.Dir, p.Action)
+	}
+}
+
+// pendingRuns lists the overlay runs of v that a crash left un-ingested.
+func (a *app) pendingRuns(h *registry.Home, v *vfs.Vault) []pendingRun {
+	out := []pendingRun{}
+	runDir, ok := proxy.FoundRuntimeDir(h.Dir, a.env.Getenv("XDG_RUNTIME_DIR"))
+	if !ok {
+		return out
+	}
+	for _, d := range overlaymount.Waiting(h, v.Name(), v.ID(), overlaymount.CacheDir(runDir)) {
+		out = append(out, pendingRun{Dir: d, Action: "the next avfs command that opens the vault ingests it whole " +
+			"(avfs vault info " + v.Name() + "); remove the directory to throw the run's writes away"})
+	}
+	return out
 }
 
 func (a *app) fsckCmd() *cobra.Command {
@@ -44,10 +72,13 @@ func (a *app) fsckCmd() *cobra.Command {
 		Long: `Check every invariant of vault NAME: its layers, checkpoints, journal, chunk
 hashes, and the tree of the working state and of every checkpoint. Nothing
 is changed. Problems are reported as CorruptVault (exit code 8) with the
-list in "problems".`,
+list in "problems". An overlay run whose process died before its writes
+were ingested is listed in "pending_runs" with what to do; any other
+command that opens the vault ingests it.`,
 		Args: rangeArgs(0, 1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) (any, error) {
-			_, v, err := a.openVault(argOr(args, 0, ""))
+			a.keepRuns = true
+			h, v, err := a.openVault(argOr(args, 0, ""))
 			if err != nil {
 				return nil, err
 			}
@@ -57,7 +88,8 @@ list in "problems".`,
 			if err != nil {
 				return nil, err
 			}
-			r := fsckResult{Vault: v.Name(), OK: rep.OK(), FsckReport: rep, DurationMS: ms(time.Since(start))}
+			r := fsckResult{Vault: v.Name(), OK: rep.OK(), FsckReport: rep, DurationMS: ms(time.Since(start)),
+				PendingRuns: a.pendingRuns(h, v)}
 			if !r.OK {
 				return nil, &errs.Error{Kind: errs.CorruptVault, Op: "fsck", Vault: v.Name(),
 					Err:   fmt.Errorf("%d problems found, the first: %s", len(rep.Problems), rep.Problems[0]),

@@ -285,7 +285,8 @@ func (c *Cache) build(key string, fill func(tree string, store *storeWriter) (Ma
 
 // Adopt makes a run's upper dir, once ingested and sealed into layer key,
 // the entry of that layer: a delta over parent. The upper is moved, not
-// copied (it must be on the cache's filesystem). A layer that holds more
+// copied, when it is on the cache's filesystem; a bounded run's upper
+// (on a tmpfs of its own) is copied. A layer that holds more
 // than the ingest (something else wrote into it first) must not be
 // adopted: the caller checks vfs.Sealed.WasEmpty.
 func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
@@ -294,7 +295,11 @@ func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
 		return err
 	}
 	defer removeAll(tmp)
-	if err := os.Rename(upper, filepath.Join(tmp, "tree")); err != nil {
+	err = os.Rename(upper, filepath.Join(tmp, "tree"))
+	if errors.Is(err, unix.EXDEV) { // a bounded run's upper, on its own tmpfs
+		err = copyUpper(upper, filepath.Join(tmp, "tree"))
+	}
+	if err != nil {
 		return hostErr("layer cache", upper, err)
 	}
 	if err := c.seal(tmp, entryMeta{Parent: parent, Format: c.Format, Layout: layoutOf(c.Layout), Files: st.Written + st.Dirs, Bytes: st.Bytes, Created: time.Now().UTC()}); err != nil {
@@ -495,6 +500,37 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 		return err
 	}
 	return nil
+}
+
+// DropFreed removes the entries of v's file whose layers v no longer
+// holds: a sweep for what a Freed notice missed (an entry a mount held
+// then, or a layer freed by a process that knows no cache).
+func (c *Cache) DropFreed(v *vfs.Vault) error {
+	ids, err := v.LayerIDs()
+	if err != nil {
+		return err
+	}
+	held := map[uint64]bool{}
+	for _, id := range ids {
+		held[id] = true
+	}
+	return c.DropVault(v.ID(), func(l uint64) bool { return held[l] })
+}
+
+// Forget removes everything of a deleted vault file: its entries and the
+// dirs of its runs (unmounted first), none of which any state can reach
+// again. Entries a mount holds stay, for a later Prune.
+func (c *Cache) Forget(vaultID string) error {
+	for _, r := range c.runs() {
+		if r.p.VaultID != vaultID {
+			continue
+		}
+		if r.p.Merged != "" {
+			_ = Unmount(r.p.Merged)
+		}
+		_ = removeRun(r.dir, r.p)
+	}
+	return c.DropVault(vaultID, nil)
 }
 
 func syncFS(dir string) error {

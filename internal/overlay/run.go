@@ -22,6 +22,8 @@ import (
 //
 //	.run-<id>/pending.json   which vault, layer and lowers the upper belongs to
 //	.run-<id>/upper, work    the overlay's upper and work dirs
+//	.run-<id>/rw/upper, work the same on a tmpfs of the run's own, for a
+//	                         vault with a size quota (upperBound)
 //	.run-<id>/merged         the mountpoint
 //
 // A run whose process died leaves its dir: Recover finds it at the next
@@ -46,6 +48,9 @@ type Run struct {
 // pending is a run's pending.json.
 type pending struct {
 	VaultID string `json:"vault_id"`
+	// Vault is the vault's name at the start: what a command opening a
+	// vault by name looks for (Waiting) before it opens anything.
+	Vault string `json:"vault,omitempty"`
 	// Top is the writable layer at the start: the ingest writes into it
 	// and seals it, so a top that moved on means the ingest committed.
 	Top    uint64 `json:"top"`
@@ -62,6 +67,28 @@ type pending struct {
 	// then starts over the base again (vfs.Vault.UpdateOver's also), and
 	// Recover knows the run is still pending.
 	Persisted uint64 `json:"persisted,omitempty"`
+	// Bound is the size of the tmpfs at rw/ that holds the upper and work
+	// dirs (0: they are plain dirs of the run's dir).
+	Bound int64 `json:"bound,omitempty"`
+}
+
+// upper and work are the overlay's upper and work dirs of run dir dir.
+func (p pending) upper(dir string) string { return filepath.Join(p.rw(dir), "upper") }
+func (p pending) work(dir string) string  { return filepath.Join(p.rw(dir), "work") }
+
+func (p pending) rw(dir string) string {
+	if p.Bound > 0 {
+		return filepath.Join(dir, "rw")
+	}
+	return dir
+}
+
+// removeRun removes run dir dir, its tmpfs unmounted first.
+func removeRun(dir string, p pending) error {
+	if p.Bound > 0 {
+		_ = Unmount(p.rw(dir)) // gone with a reboot, or with the run's namespace
+	}
+	return hostErr("overlay run", dir, removeAll(dir))
 }
 
 const runPrefix = ".run-"
@@ -111,7 +138,7 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, 
 		return nil, err
 	}
 	r.Prepared = prep
-	r.pending = pending{VaultID: v.ID(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
+	r.pending = pending{VaultID: v.ID(), Vault: v.Name(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
 	// A run's read-write upper is ingested or adopted (Adopt syncs it)
 	// and never mounted again, so a volatile cache's mount skips syncing
 	// it, unless the boot cannot be named.
@@ -119,22 +146,35 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, 
 	if id := currentBoot(); !ro && c.Volatile && id != "" {
 		r.pending.BootID, volatile = id, true
 	}
-	dirs := []string{r.Dir, r.upper(), r.work()}
-	if target == "" {
-		dirs = append(dirs, r.Merged)
-	}
-	for _, d := range dirs {
-		if err := os.Mkdir(d, 0o755); err != nil {
+	if !ro {
+		if r.pending.Bound, err = upperBound(v); err != nil {
 			r.lease.Release()
-			return nil, hostErr("overlay run", d, err)
+			return nil, err
 		}
 	}
-	b, _ := json.Marshal(r.pending)
-	if err := os.WriteFile(filepath.Join(r.Dir, "pending.json"), b, 0o600); err != nil {
-		r.abandon()
+	if err := os.Mkdir(r.Dir, 0o755); err != nil {
+		r.lease.Release()
 		return nil, hostErr("overlay run", r.Dir, err)
 	}
+	// pending.json first: a crash right after the tmpfs is mounted
+	// leaves a run dir that Recover finds and takes away, mount and all.
+	if err := r.writePending(); err != nil {
+		r.abandon()
+		return nil, err
+	}
+	bound := r.pending.Bound
+	if err := r.makeDirs(target == ""); err != nil {
+		r.abandon()
+		return nil, err
+	}
+	if r.pending.Bound != bound {
+		if err := r.writePending(); err != nil {
+			r.abandon()
+			return nil, err
+		}
+	}
 	if !mount {
+		_ = c.DropFreed(v)
 		return r, nil
 	}
 	if err := Mount(Stack{Lowers: prep.Lowers, Data: prep.Data, Upper: r.upper(), Work: r.work(), Format: c.Format, ReadOnly: ro, Volatile: volatile}, r.Merged); err != nil {
@@ -142,6 +182,9 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, 
 		return nil, err
 	}
 	r.mounted = true
+	// Entries of layers freed by a process that could not drop them (a
+	// mount held them then) go now; the run's own lowers are held.
+	_ = c.DropFreed(v)
 	return r, nil
 }
 
@@ -164,8 +207,43 @@ func standOnFrozen(v *vfs.Vault) (top, base uint64, err error) {
 		Err: errors.New("another writer keeps writing the vault's working state")}
 }
 
-func (r *Run) upper() string { return filepath.Join(r.Dir, "upper") }
-func (r *Run) work() string  { return filepath.Join(r.Dir, "work") }
+func (r *Run) upper() string { return r.pending.upper(r.Dir) }
+func (r *Run) work() string  { return r.pending.work(r.Dir) }
+
+// makeDirs makes the upper and work dirs, on the run's tmpfs when it has
+// a bound, and the mountpoint when the run has its own.
+func (r *Run) makeDirs(ownMerged bool) error {
+	if r.pending.Bound > 0 {
+		rw := r.pending.rw(r.Dir)
+		if err := os.Mkdir(rw, 0o755); err != nil {
+			return hostErr("overlay run", rw, err)
+		}
+		if err := mountBound(rw, r.pending.Bound); err != nil {
+			if !errors.Is(err, unix.EPERM) {
+				r.pending.Bound = 0 // nothing to unmount
+				return err
+			}
+			// Where this process may not mount a tmpfs, the upper is
+			// unbounded and only the ingest checks.
+			r.pending.Bound = 0
+			_ = os.Remove(rw)
+		}
+	}
+	dirs := []string{r.upper(), r.work()}
+	if ownMerged {
+		dirs = append(dirs, r.Merged)
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return hostErr("overlay run", d, err)
+		}
+	}
+	return nil
+}
+
+// UpperBound is the size of the tmpfs the run's upper is on (0: the
+// upper is not bounded, see upperBound).
+func (r *Run) UpperBound() int64 { return r.pending.Bound }
 
 func (r *Run) abandon() {
 	if r.mounted {
@@ -173,7 +251,7 @@ func (r *Run) abandon() {
 		r.mounted = false
 	}
 	r.lease.Release()
-	_ = removeAll(r.Dir)
+	_ = removeRun(r.Dir, r.pending)
 }
 
 // Discard unmounts the run and throws its upper dir away: a read-only
@@ -185,7 +263,7 @@ func (r *Run) Discard() error {
 		r.mounted = false
 	}
 	r.lease.Release()
-	return errors.Join(err, hostErr("overlay run", r.Dir, removeAll(r.Dir)))
+	return errors.Join(err, removeRun(r.Dir, r.pending))
 }
 
 // Persist makes what the run wrote so far v's working state: the upper
@@ -303,7 +381,7 @@ func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 		c = nil
 	}
 	fin, err := ingestRun(v, r.Dir, r.pending, c)
-	fin.Ms = since(start)
+	fin.Ms, fin.UpperBound = since(start), r.pending.Bound
 	return fin, errors.Join(err, gone)
 }
 
@@ -311,7 +389,7 @@ func (r *Run) Finish(v *vfs.Vault) (Finished, error) {
 // into the cache c, or removed (always, when c is nil).
 func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) {
 	var fin Finished
-	upper := filepath.Join(dir, "upper")
+	upper := p.upper(dir)
 	sealed, err := v.UpdateOver(p.Base, true, func(tx *vfs.Tx) error {
 		var err error
 		fin.Stats, err = Ingest(tx, upper, p.Format)
@@ -319,7 +397,7 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 	}, persistedOf(p)...)
 	fin.Sealed = sealed
 	if err != nil {
-		_ = removeAll(dir)
+		_ = removeRun(dir, p)
 		return fin, err
 	}
 	// The upper is the layer's form only when the layer holds nothing
@@ -330,15 +408,8 @@ func ingestRun(v *vfs.Vault, dir string, p pending, c *Cache) (Finished, error) 
 			fin.Adopted = true
 		}
 	}
-	_ = removeAll(dir)
+	_ = removeRun(dir, p)
 	return fin, nil
-}
-
-// Recovered is what Recover found of one run a crash left.
-type Recovered struct {
-	Dir      string
-	Ingested bool // its upper was ingested now
-	Err      error
 }
 
 // Recover finds the runs of vault v that a crash left (their process is
@@ -372,6 +443,17 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 			_ = Unmount(p.Merged)
 		}
 		rec := Recovered{Dir: dir}
+		if _, err := os.Lstat(p.upper(dir)); errors.Is(err, os.ErrNotExist) {
+			// Died while starting (the command never ran), or the
+			// upper's tmpfs went with a reboot: nothing to ingest.
+			rec.Err = removeRun(dir, p)
+			if rec.Err == nil && p.Bound > 0 {
+				rec.Err = &errs.Error{Kind: errs.IoError, Op: "overlay run", Path: dir,
+					Err: errors.New("the run's upper dir is gone (it was on a tmpfs; a reboot takes it): nothing of the run reached the vault")}
+			}
+			out = append(out, rec)
+			continue
+		}
 		layers, err := v.StateLayers("")
 		if err != nil {
 			return out, err
@@ -385,14 +467,14 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 		case !committed && p.BootID != "" && p.BootID != currentBoot():
 			// The host restarted during the run, whose upper was not
 			// synced: all of it or none, and all is not known.
-			_ = removeAll(dir)
+			_ = removeRun(dir, p)
 			rec.Err = &errs.Error{Kind: errs.IoError, Op: "overlay recover", Path: dir,
 				Err: errors.New("the host restarted during the run: its writes were not synced and are dropped; the vault is as before the run")}
 		case !committed:
 			_, rec.Err = ingestRun(v, dir, p, c)
 			rec.Ingested = rec.Err == nil
 		default:
-			_ = removeAll(dir)
+			_ = removeRun(dir, p)
 		}
 		out = append(out, rec)
 	}
@@ -400,18 +482,49 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 }
 
 // Pending lists the run dirs of vault id that wait for an ingest: what
-// fsck reports while no run has recovered them.
+// fsck reports while no run has recovered them. A run that is live has
+// one too: the caller tells them apart by the vault's writer lock.
 func (c *Cache) Pending(vaultID string) []string {
-	des, _ := os.ReadDir(c.Root)
 	var out []string
+	for _, r := range c.runs() {
+		if r.p.VaultID == vaultID {
+			out = append(out, r.dir)
+		}
+	}
+	return out
+}
+
+// Waiting reports whether a run dir may be of the vault named name (its
+// pending.json names it, or names no vault at all): a look at the
+// cache's dir alone, cheap enough for every open of a vault.
+func (c *Cache) Waiting(name string) bool {
+	for _, r := range c.runs() {
+		if r.p.Vault == name || r.p.Vault == "" {
+			return true
+		}
+	}
+	return false
+}
+
+type runDir struct {
+	dir string
+	p   pending
+}
+
+// runs reads the pending.json of every run dir; a dir without one is
+// being started, or is not a run.
+func (c *Cache) runs() []runDir {
+	des, _ := os.ReadDir(c.Root)
+	var out []runDir
 	for _, d := range des {
 		if !strings.HasPrefix(d.Name(), runPrefix) {
 			continue
 		}
 		var p pending
-		b, err := os.ReadFile(filepath.Join(c.Root, d.Name(), "pending.json"))
-		if err == nil && json.Unmarshal(b, &p) == nil && p.VaultID == vaultID {
-			out = append(out, filepath.Join(c.Root, d.Name()))
+		dir := filepath.Join(c.Root, d.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "pending.json"))
+		if err == nil && json.Unmarshal(b, &p) == nil {
+			out = append(out, runDir{dir, p})
 		}
 	}
 	return out

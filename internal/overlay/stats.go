@@ -38,6 +38,16 @@ type Prepared struct {
 type Finished struct {
 	Stats   IngestStats
 	Sealed  vfs.Sealed
-	Adopted bool    // the upper became the cache entry of the sealed layer
-	Ms      float64 // the ingest's time
+	Adopted bool // the upper became the cache entry of the sealed layer
+	// UpperBound is the size of the tmpfs the upper was on (a vault with
+	// a size quota), 0 when it was not bounded.
+	UpperBound int64
+	Ms         float64 // the ingest's time
+}
+
+// Recovered is what Recover found of one run a crash left.
+type Recovered struct {
+	Dir      string
+	Ingested bool // its upper was ingested now
+	Err      error
 }

@@ -203,8 +203,6 @@ func TestRunThroughMount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.exec(0, "", "--shell", "echo one > keep.txt; echo two > gone.txt; echo three > old.txt; mkdir sub")
-	// Renames are told from the inode a FUSE mount keeps; an overlay
-	// ingest makes the moved file a new inode (docs/architecture.md).
 	env := e.exec(0, "", "--transport", "fuse", "--cwd", "sub", "--env", "FOO=bar", "--shell",
 		`echo "$AVFS_VAULT $FOO $(basename "$PWD")"; echo more >> ../keep.txt; rm ../gone.txt; mv ../old.txt ../new.txt; echo n > new2.txt`)
 	r := env.Result

@@ -632,67 +632,24 @@ func (rt *Runtime) opensBeside(vault string) bool {
 	return err == nil && caps.SharedOpen
 }
 
-// summarize lists the changes since the run's checkpoint. A deleted path
-// and an added path that are the same inode are one rename.
+// summarize lists the changes since the run's checkpoint, renames paired
+// as `avfs diff` pairs them (vfs.ContentDiff: same chunk hashes, else
+// similar lines), not by inode: an overlay ingest makes a moved file a
+// new inode, so only content tells both transports' moves apart alike.
 func summarize(v *vfs.Vault, cp string) ([]Change, bool, error) {
-	diff, err := vfs.Diff(vfs.StateRef{Vault: v, Checkpoint: cp}, vfs.StateRef{Vault: v})
+	diff, _, err := vfs.ContentDiff(vfs.StateRef{Vault: v, Checkpoint: cp}, vfs.StateRef{Vault: v}, false)
 	if err != nil {
 		return nil, false, err
 	}
-	var added, deleted []int
-	for i, c := range diff {
-		switch c.Kind {
-		case vfs.Added:
-			added = append(added, i)
-		case vfs.Deleted:
-			deleted = append(deleted, i)
-		}
-	}
-	from := map[int]string{} // index of an added change → the path it was renamed from
-	if len(added) > 0 && len(deleted) > 0 {
-		before := map[vfs.Ino]string{}
-		err := v.ViewAt(cp, func(tx *vfs.Tx) error {
-			for _, i := range deleted {
-				if a, err := tx.Resolve(diff[i].Path, false); err == nil {
-					before[a.Ino] = diff[i].Path
-				}
-			}
-			return nil
-		})
-		if err == nil {
-			err = v.View(func(tx *vfs.Tx) error {
-				for _, i := range added {
-					if a, err := tx.Resolve(diff[i].Path, false); err == nil {
-						if p, ok := before[a.Ino]; ok {
-							from[i] = p
-						}
-					}
-				}
-				return nil
-			})
-		}
-		if err != nil {
-			return nil, false, err
-		}
-	}
-	gone := map[string]int64{} // renamed-away path → its size before
-	sizes := map[string]int64{}
-	for _, i := range deleted {
-		sizes[diff[i].Path] = diff[i].SizeBefore
-	}
-	for _, p := range from {
-		gone[p] = sizes[p]
-	}
-	out := []Change{}
-	for i, c := range diff {
-		if _, ok := gone[c.Path]; ok && c.Kind == vfs.Deleted {
-			continue
-		}
+	out := make([]Change, 0, len(diff))
+	renamed := false
+	for _, c := range diff {
 		ch := Change{Path: c.Path, Kind: string(c.Kind), Type: c.Type, SizeBefore: c.SizeBefore, SizeAfter: c.SizeAfter}
-		if p, ok := from[i]; ok {
-			ch.Kind, ch.From, ch.SizeBefore = "renamed", &p, gone[p]
+		if c.Kind == vfs.Renamed {
+			from := c.From
+			ch.From, renamed = &from, true
 		}
 		out = append(out, ch)
 	}
-	return out, len(from) > 0, nil
+	return out, renamed, nil
 }

@@ -28,19 +28,10 @@ import (
 // someone else can swap is a path into their tree.
 func RuntimeDir(home, xdgRuntimeDir string) (string, error) {
 	uid := os.Geteuid()
-	base := ""
-	if xdgRuntimeDir != "" && filepath.IsAbs(xdgRuntimeDir) && ownedBy(xdgRuntimeDir, uid) {
-		base = filepath.Join(xdgRuntimeDir, "avfs")
-	} else if fi, err := os.Stat("/run"); uid == 0 && err == nil && fi.IsDir() {
-		base = "/run/avfs-0"
-	} else {
-		base = filepath.Join(os.TempDir(), "avfs-"+strconv.Itoa(uid))
-	}
+	base, dir := runtimePaths(home, xdgRuntimeDir, uid)
 	if err := privateDir(base, uid); err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(filepath.Clean(home)))
-	dir := filepath.Join(base, hex.EncodeToString(sum[:8]))
 	_, statErr := os.Lstat(dir)
 	if err := privateDir(dir, uid); err != nil {
 		return "", err
@@ -52,6 +43,27 @@ func RuntimeDir(home, xdgRuntimeDir string) (string, error) {
 		prune(base, dir)
 	}
 	return dir, nil
+}
+
+// FoundRuntimeDir is RuntimeDir when it was made already, without making
+// or checking it: what a command that only looks (for the runs a crash
+// left in its layer cache) asks, so that it creates nothing.
+func FoundRuntimeDir(home, xdgRuntimeDir string) (string, bool) {
+	_, dir := runtimePaths(home, xdgRuntimeDir, os.Geteuid())
+	fi, err := os.Lstat(dir)
+	return dir, err == nil && fi.IsDir()
+}
+
+func runtimePaths(home, xdgRuntimeDir string, uid int) (base, dir string) {
+	if xdgRuntimeDir != "" && filepath.IsAbs(xdgRuntimeDir) && ownedBy(xdgRuntimeDir, uid) {
+		base = filepath.Join(xdgRuntimeDir, "avfs")
+	} else if fi, err := os.Stat("/run"); uid == 0 && err == nil && fi.IsDir() {
+		base = "/run/avfs-0"
+	} else {
+		base = filepath.Join(os.TempDir(), "avfs-"+strconv.Itoa(uid))
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(home)))
+	return base, filepath.Join(base, hex.EncodeToString(sum[:8]))
 }
 
 // homeFile names the home a runtime dir belongs to.

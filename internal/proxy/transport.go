@@ -112,6 +112,7 @@ func overlayInfo(ws transport.Workspace) *OverlayInfo {
 		oi.IngestedBytes = f.Stats.Bytes
 		oi.Deleted = f.Stats.Deleted
 		oi.Reused = f.Adopted
+		oi.UpperBoundBytes = f.UpperBound
 	}
 	return oi
 }
@@ -131,4 +132,8 @@ type OverlayInfo struct {
 	// Reused: the upper dir became the cached form of the run's layer,
 	// so the next run on it materializes nothing.
 	Reused bool `json:"reused"`
+	// UpperBoundBytes is the size of the tmpfs the run's upper dir was
+	// on, so that a runaway write failed with ENOSPC in the command (a
+	// vault with a size quota); 0: the upper was not bounded.
+	UpperBoundBytes int64 `json:"upper_bound_bytes"`
 }

@@ -52,6 +52,11 @@ type Home struct {
 	// what it buffers (mountd.Persist), so every command that reads or
 	// freezes the working state sees every write made through the mount.
 	BeforeOpen func(vault string) error
+	// Freed, when set, is told of the layers of a vault file (by vault
+	// ID) that compaction or collection deleted, and of a deleted vault
+	// (layers nil: all of them), so that what is kept outside the vault
+	// per layer (the overlay transport's layer cache) follows it.
+	Freed func(vaultID string, layers []uint64)
 	// Warnings are what Open noticed about the home that the user should
 	// hear of but that does not stop it (a home others can write to).
 	Warnings []string
@@ -74,9 +79,14 @@ func (h *Home) Unguarded() *Home {
 	return &c
 }
 
-// guard gives v the Home's WriteGuard for vault name, and the writer
-// lease of a vault that hosts share, taken before its first change.
+// guard gives v the Home's WriteGuard for vault name, the writer lease
+// of a vault that hosts share, taken before its first change, and the
+// Home's Freed.
 func (h *Home) guard(name string, v *vfs.Vault) *vfs.Vault {
+	if h.Freed != nil {
+		id, freed := v.ID(), h.Freed
+		v.SetLayersFreed(func(layers []uint64) { freed(id, layers) })
+	}
 	w := h.leaseFor(name, v)
 	switch {
 	case h.WriteGuard != nil && w != nil:
@@ -524,6 +534,9 @@ func (h *Home) Delete(name string) error {
 	}
 	if cur, _ := h.Current(); cur == name {
 		_ = os.Remove(filepath.Join(h.Dir, "current"))
+	}
+	if h.Freed != nil && selfID != "" {
+		h.Freed(selfID, nil)
 	}
 	if isFork {
 		if p, err := h.openAlone(parent); err == nil {

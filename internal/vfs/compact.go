@@ -93,7 +93,9 @@ func (v *Vault) Compact() (CompactStats, error) {
 	var st CompactStats
 	for {
 		progressed := false
+		var freed uint64 // the layer this step deleted, dropped or merged away
 		err := v.eng.Update(func(kt kv.Tx) error {
+			freed = 0
 			g, err := loadGraph(kt)
 			if err != nil {
 				return err
@@ -108,6 +110,7 @@ func (v *Vault) Compact() (CompactStats, error) {
 			// parent's), so no step leaves a layer whose parent is gone.
 			for _, id := range slices.Backward(ids) {
 				if !reach[id] {
+					freed = id
 					n, err := dropLayer(kt, id)
 					st.Records += n
 					st.LayersDropped++
@@ -123,6 +126,7 @@ func (v *Vault) Compact() (CompactStats, error) {
 				if g.named[id] || len(kids) != 1 || !g.layers[id].Frozen {
 					continue
 				}
+				freed = id
 				n, err := mergeLayer(kt, id, kids[0], g)
 				st.Records += n
 				st.LayersMerged++
@@ -136,6 +140,9 @@ func (v *Vault) Compact() (CompactStats, error) {
 		})
 		if err != nil {
 			return st, storageErr("compact", v.Name(), err)
+		}
+		if freed != 0 {
+			v.layersFreed(freed)
 		}
 		if !progressed {
 			return st, nil

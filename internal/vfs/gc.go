@@ -125,6 +125,7 @@ func (v *Vault) dropUnreachable(st *GCStats) error {
 			}
 		}
 		st.LayersDropped++
+		v.layersFreed(layer)
 	}
 }
 

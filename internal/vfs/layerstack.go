@@ -29,6 +29,23 @@ func (v *Vault) StateLayers(checkpoint string) ([]LayerRef, error) {
 	return v.stateLayers(txSpec{checkpoint: cp})
 }
 
+// LayerIDs lists the layers this vault's file holds, in any order: what
+// a cache keyed by layer keeps (the rest were freed).
+func (v *Vault) LayerIDs() ([]uint64, error) {
+	var out []uint64
+	err := v.eng.View(func(kt kv.Tx) error {
+		g, err := loadGraph(kt)
+		if err != nil {
+			return err
+		}
+		for id := range g.layers {
+			out = append(out, id)
+		}
+		return nil
+	})
+	return out, storageErr("layers", v.Name(), err)
+}
+
 // LayersAt lists the layers the state of frozen layer id of this vault's
 // own file reads through, newest (id) first.
 func (v *Vault) LayersAt(id uint64) ([]LayerRef, error) {

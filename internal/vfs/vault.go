@@ -73,7 +73,8 @@ type Vault struct {
 	hdr    Header
 	opener Opener
 	now    func() time.Time
-	guard  func() error // asked before changes of the working state; nil allows all
+	guard  func() error          // asked before changes of the working state; nil allows all
+	freed  func(layers []uint64) // told of the layers compaction and collection deleted
 	// keepOrphans keeps files that lose their last name (orphan.go).
 	keepOrphans bool
 	cache       *readCache // nil unless CacheReads
@@ -263,6 +264,18 @@ func (v *Vault) Engine() kv.Engine { return v.eng }
 // transactions notice the new layer topology. The registry uses it to keep
 // a vault mounted read-write from being written by anyone but its mount.
 func (v *Vault) SetWriteGuard(g func() error) { v.guard = g }
+
+// SetLayersFreed has fn told of the layers of this file that compaction
+// or garbage collection deleted, once the transaction that deleted them
+// committed: what is keyed by a layer outside the vault (the overlay
+// transport's materialized layers) is dropped with it.
+func (v *Vault) SetLayersFreed(fn func(layers []uint64)) { v.freed = fn }
+
+func (v *Vault) layersFreed(layers ...uint64) {
+	if v.freed != nil && len(layers) > 0 {
+		v.freed(layers)
+	}
+}
 
 // CheckWriter asks the write guard now whether the working state may be
 // changed, as the first change would.

@@ -7,6 +7,8 @@ import (
 	"errors"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
+	"github.com/agentvfs/agentvfs/internal/overlay"
+	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/transport"
 )
 
@@ -38,3 +40,16 @@ func (*Transport) Available() error {
 func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.Workspace, error) {
 	return nil, t.Available()
 }
+
+// Recover has nothing to do: no overlay run ever ran here.
+func Recover(h *registry.Home, vault, root string) ([]overlay.Recovered, error) { return nil, nil }
+
+// Waiting is none: no overlay run ever ran here.
+func Waiting(h *registry.Home, vault, id, root string) []string { return nil }
+
+// Freed has nothing to drop: no layer is ever cached here.
+func Freed(root, vaultID string, layers []uint64) error { return nil }
+
+// Follow has only Freed and BeforeOpen to leave as they are: no overlay
+// run ever ran here.
+func Follow(h *registry.Home, root func() (string, bool), skip func() bool, warn func(string)) {}

@@ -367,6 +367,13 @@ export interface FsckResult {
   chunks: number;
   problems: string[];
   duration_ms: DurationMs;
+  /** Overlay runs whose process died before their writes were ingested (not a fault of the vault: ok stays true). Any other command that opens the vault ingests them whole. */
+  pending_runs?: {
+    /** the run's dir in the layer cache */
+    dir: string;
+    /** what to do about it */
+    action: string;
+  }[];
 }
 
 /**
@@ -680,6 +687,8 @@ export interface ProxyExecResult {
       deleted: number;
       /** the upper dir became the cached form of the run's layer: the next run materializes nothing */
       reused: boolean;
+      /** size of the tmpfs the run's upper dir was on (a vault with a size quota): a write past it failed with ENOSPC in the command; 0 when the upper was not bounded */
+      upper_bound_bytes?: Bytes;
     } | null;
     cwd: VaultPath;
     command: string[];
@@ -732,7 +741,7 @@ export interface ProxyExecResult {
       bytes_added: Bytes;
       bytes_removed: Bytes;
     } | null;
-    /** true when the summary paired deleted and added paths of one inode into renames */
+    /** true when the summary paired a deleted and an added file of the same or similar content into a rename (as avfs diff pairs them) */
     renames_detected: boolean;
     decision: {
       action: "allow" | "allow_with_checkpoint" | "require_approval" | "deny";

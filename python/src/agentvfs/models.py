@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
 
 from ._document import CatContent, Document, EnvelopeAccess, StreamOutput, attr_name, json_key
 
-__all__ = ["Document", "StreamOutput", "attr_name", "json_key", "SCHEMAS", "RUN_STATES", "RunState", "ERROR_KINDS", "ErrorKind", "ApplyNote", "ApplyResult", "ApplyEntry", "CatResult", "CheckpointDeleted", "CheckpointList", "CheckpointPruneResult", "CheckpointPruneResultKept", "Restored", "SavedCheckpoint", "ChmodResult", "Usage", "Quota", "Checkpoint", "Entry", "TreeNode", "Isolation", "CompactResult", "CompletionResult", "ContentDiff", "ContentDiffEntry", "ContentDiffSummary", "CpResult", "Diff", "DiffEntry", "DiffSummary", "FsckResult", "GcResult", "HelpResult", "LnResult", "Listing", "McpResult", "MkdirResult", "Mount", "MountRecord", "Mounts", "MvResult", "PolicyCheck", "PolicyRequest", "Decision", "CommandDecision", "PolicyShowResult", "PolicyShowResultCategories", "PolicyShowResultRules", "PolicyShowResultVaultRules", "PolicyShowResultSandbox", "ApprovalResult", "Approval", "ProxyExecResult", "ProxyRequest", "ProxyResult", "ProxyResultOverlay", "StageTimes", "RunCheckpoint", "Change", "ChangeSummary", "RunError", "ProxyHistory", "HistoryRun", "RedoResult", "UndoResult", "QuotaResult", "RmResult", "Stat", "TransferResult", "TransferResultSkipped", "TransferResultOrigin", "TreeResult", "Unmounted", "VaultDeleted", "Fork", "Vault", "Origin", "VaultSpace", "VaultSettings", "VaultList", "VaultSummary", "VaultMerge", "MergeApplied", "MergeConflict", "VersionInfo", "WriteResult"]
+__all__ = ["Document", "StreamOutput", "attr_name", "json_key", "SCHEMAS", "RUN_STATES", "RunState", "ERROR_KINDS", "ErrorKind", "ApplyNote", "ApplyResult", "ApplyEntry", "CatResult", "CheckpointDeleted", "CheckpointList", "CheckpointPruneResult", "CheckpointPruneResultKept", "Restored", "SavedCheckpoint", "ChmodResult", "Usage", "Quota", "Checkpoint", "Entry", "TreeNode", "Isolation", "CompactResult", "CompletionResult", "ContentDiff", "ContentDiffEntry", "ContentDiffSummary", "CpResult", "Diff", "DiffEntry", "DiffSummary", "FsckResult", "FsckResultPendingRuns", "GcResult", "HelpResult", "LnResult", "Listing", "McpResult", "MkdirResult", "Mount", "MountRecord", "Mounts", "MvResult", "PolicyCheck", "PolicyRequest", "Decision", "CommandDecision", "PolicyShowResult", "PolicyShowResultCategories", "PolicyShowResultRules", "PolicyShowResultVaultRules", "PolicyShowResultSandbox", "ApprovalResult", "Approval", "ProxyExecResult", "ProxyRequest", "ProxyResult", "ProxyResultOverlay", "StageTimes", "RunCheckpoint", "Change", "ChangeSummary", "RunError", "ProxyHistory", "HistoryRun", "RedoResult", "UndoResult", "QuotaResult", "RmResult", "Stat", "TransferResult", "TransferResultSkipped", "TransferResultOrigin", "TreeResult", "Unmounted", "VaultDeleted", "Fork", "Vault", "Origin", "VaultSpace", "VaultSettings", "VaultList", "VaultSummary", "VaultMerge", "MergeApplied", "MergeConflict", "VersionInfo", "WriteResult"]
 
 
 @dataclass(frozen=True)
@@ -379,6 +379,18 @@ class FsckResult(Document):
     chunks: int
     problems: List[str]
     duration_ms: float
+    #: Overlay runs whose process died before their writes were ingested (not a fault of the vault: ok stays true). Any other command that opens the vault ingests them whole.
+    pending_runs: Optional[List[FsckResultPendingRuns]] = None
+
+
+@dataclass(frozen=True)
+class FsckResultPendingRuns(Document):
+    """Schema: docs/schema/fsck.json#/properties/pending_runs/items"""
+
+    #: the run's dir in the layer cache
+    dir: str
+    #: what to do about it
+    action: str
 
 
 @dataclass(frozen=True)
@@ -761,7 +773,7 @@ class ProxyResult(Document):
     changes_truncated: bool
     #: every change of the run summed, from the change list's sizes (no file is read): an added path adds its size, a deleted one removes it, any other adds its growth or removes its shrinkage. Zeros when nothing ran; null with --changes none (no diff is taken)
     summary: Optional[ChangeSummary]
-    #: true when the summary paired deleted and added paths of one inode into renames
+    #: true when the summary paired a deleted and an added file of the same or similar content into a rename (as avfs diff pairs them)
     renames_detected: bool
     decision: Decision
     isolation: Optional[Isolation]
@@ -796,6 +808,8 @@ class ProxyResultOverlay(Document):
     deleted: int
     #: the upper dir became the cached form of the run's layer: the next run materializes nothing
     reused: bool
+    #: size of the tmpfs the run's upper dir was on (a vault with a size quota): a write past it failed with ENOSPC in the command; 0 when the upper was not bounded
+    upper_bound_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -1237,6 +1251,7 @@ CheckpointPruneResult.nested = {"kept": CheckpointPruneResultKept}
 TreeNode.nested = {"children": TreeNode}
 ContentDiff.nested = {"changes": ContentDiffEntry, "summary": ContentDiffSummary}
 Diff.nested = {"changes": DiffEntry, "summary": DiffSummary}
+FsckResult.nested = {"pending_runs": FsckResultPendingRuns}
 Listing.nested = {"entries": Entry}
 Mounts.nested = {"mounts": MountRecord, "pruned": MountRecord}
 PolicyCheck.nested = {"request": PolicyRequest, "decision": Decision, "isolation": Isolation}
