@@ -356,6 +356,9 @@ type Entry struct {
 	Bytes    int64
 	Shared   int64 // the store files' size, each once in this entry
 	LastUsed time.Time
+	// Gone says the vault freed the entry's layer while another entry
+	// stood on it (DropVault): it goes once none does.
+	Gone bool
 }
 
 // Entries lists the complete entries, least recently used first.
@@ -381,7 +384,9 @@ func (c *Cache) Entries() ([]Entry, error) {
 		if b, err := os.ReadFile(mp); err != nil || json.Unmarshal(b, &m) != nil {
 			continue
 		}
-		out = append(out, Entry{Key: d.Name(), Parent: m.Parent, Bytes: m.Bytes + int64(m.Files)*4096, Shared: m.Shared, LastUsed: fi.ModTime()})
+		_, err = os.Lstat(filepath.Join(c.Root, d.Name(), goneFile))
+		out = append(out, Entry{Key: d.Name(), Parent: m.Parent, Bytes: m.Bytes + int64(m.Files)*4096, Shared: m.Shared, LastUsed: fi.ModTime(),
+			Gone: err == nil})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return a.LastUsed.Compare(b.LastUsed) })
 	return out, nil
@@ -474,26 +479,64 @@ func (c *Cache) Drop(key string) error {
 	return hostErr("layer cache", tmp, removeAll(tmp))
 }
 
-// DropVault removes every entry of a vault file that keep does not name:
+// goneFile in an entry's dir marks it Gone.
+const goneFile = "gone"
+
+// DropVault removes the entries of a vault file that keep does not name:
 // its layers that compaction or deletion freed (keep nil: all of them),
-// and the store's data files only those entries redirected to.
+// and the store's data files only those entries redirected to. An entry
+// another entry stands on stays until that one goes: compaction merges a
+// layer into its child without changing the child's state, so the child's
+// entry, a delta over the merged layer's, still needs it below (dropping
+// it would make the next run materialize the whole state again).
 func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 	ents, err := c.Entries()
 	if err != nil {
 		return err
 	}
+	above := map[string]int{} // how many entries stand on each key
+	parent := map[string]string{}
+	var doomed []string
 	for _, e := range ents {
+		if e.Parent != "" {
+			above[e.Parent]++
+			parent[e.Key] = e.Parent
+		}
 		id, layer, ok := strings.Cut(e.Key, ".")
 		if !ok || id != vaultID {
 			continue
 		}
 		n, err := strconv.ParseUint(layer, 10, 64)
-		if err == nil && keep != nil && keep(n) {
+		if err == nil && keep != nil && keep(n) && !e.Gone {
 			continue
 		}
-		if err := c.Drop(e.Key); err != nil && !errs.Is(err, errs.VaultLocked) {
-			return err
+		doomed = append(doomed, e.Key)
+	}
+	// Tops first: dropping an entry may free the one below it.
+	for progressed := true; progressed; {
+		progressed = false
+		rest := doomed[:0]
+		for _, key := range doomed {
+			if above[key] > 0 {
+				rest = append(rest, key)
+				continue
+			}
+			err := c.Drop(key)
+			switch {
+			case errs.Is(err, errs.VaultLocked):
+				continue // a mount holds it: the sweep at a later start takes it
+			case err != nil:
+				return err
+			}
+			progressed = true
+			if p, ok := parent[key]; ok {
+				above[p]--
+			}
 		}
+		doomed = rest
+	}
+	for _, key := range doomed { // stood on: marked, to go with the last entry above
+		_ = os.WriteFile(filepath.Join(c.path(key), goneFile), nil, 0o600)
 	}
 	if _, err := os.Stat(filepath.Join(c.storeRoot(), "sweep")); err == nil {
 		_, err = c.Sweep()

@@ -61,12 +61,11 @@ func Freed(root, vaultID string, layers []uint64) error {
 	if layers == nil {
 		return c.Forget(vaultID)
 	}
+	freed := map[uint64]bool{}
 	for _, l := range layers {
-		if err := c.Drop(overlay.Key(vaultID, l)); err != nil && !errs.Is(err, errs.VaultLocked) {
-			return err
-		}
+		freed[l] = true
 	}
-	return nil
+	return c.DropVault(vaultID, func(l uint64) bool { return !freed[l] })
 }
 
 // Follow makes the layer cache at root() (ok false: none was ever made)
