@@ -557,7 +557,43 @@ func (c *Cache) DropFreed(v *vfs.Vault) error {
 	for _, id := range ids {
 		held[id] = true
 	}
-	return c.DropVault(v.ID(), func(l uint64) bool { return held[l] })
+	keep := func(l uint64) bool { return held[l] }
+	if !c.anyDoomed(v.ID(), keep) {
+		// Nothing to drop, the usual case at a run's start: the names
+		// say so without reading every entry's meta.json (DropVault
+		// reads them all to know what stands on what).
+		if _, err := os.Stat(filepath.Join(c.storeRoot(), "sweep")); err == nil {
+			_, err = c.Sweep()
+			return err
+		}
+		return nil
+	}
+	return c.DropVault(v.ID(), keep)
+}
+
+// anyDoomed reports whether DropVault(vaultID, keep) may have an entry to
+// drop or mark: one of the vault's entries whose layer keep does not name
+// or that is marked Gone. It reads the cache's dir and looks for the
+// vault's gone marks, nothing else.
+func (c *Cache) anyDoomed(vaultID string, keep func(layer uint64) bool) bool {
+	des, _ := os.ReadDir(c.Root)
+	for _, d := range des {
+		if strings.HasPrefix(d.Name(), ".") || !d.IsDir() {
+			continue
+		}
+		id, layer, ok := strings.Cut(d.Name(), ".")
+		if !ok || id != vaultID {
+			continue
+		}
+		n, err := strconv.ParseUint(layer, 10, 64)
+		if err != nil || !keep(n) {
+			return true
+		}
+		if _, err := os.Lstat(filepath.Join(c.Root, d.Name(), goneFile)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Forget removes everything of a deleted vault file: its entries and the
