@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -215,7 +216,21 @@ func (c *Cache) open(key string) (*os.File, entryMeta, error) {
 		f.Close()
 		return nil, m, err
 	}
-	b, err := os.ReadFile(f.Name())
+	// Read through the locked file, once it is known to be still the
+	// entry's: a Drop that held the entry while this open waited has
+	// renamed it away (the path then names nothing, or another entry).
+	var fst, pst unix.Stat_t
+	err = unix.Fstat(int(f.Fd()), &fst)
+	if err == nil {
+		err = unix.Stat(f.Name(), &pst)
+	}
+	if err == nil && (fst.Dev != pst.Dev || fst.Ino != pst.Ino) {
+		err = os.ErrNotExist
+	}
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(f)
+	}
 	if err == nil {
 		err = json.Unmarshal(b, &m)
 	}
