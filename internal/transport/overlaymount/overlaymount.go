@@ -144,6 +144,19 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		}
 		w.lock = l
 	}
+	if caps, err := spec.Home.Caps(spec.Vault); err == nil && caps.SharedOpen && spec.OneRun && !spec.ReadOnly {
+		// A run of one command ingests at its Close: the vault stays
+		// open from here to there, one open and one close (the last
+		// close checkpoints SQLite's WAL) fewer in the run's set-up and
+		// summary. Only for an engine whose file other processes open
+		// beside this one (SQLite), as the command may.
+		v, err := spec.Home.Unguarded().Open(spec.Vault)
+		if err != nil {
+			w.release()
+			return nil, err
+		}
+		w.v = v
+	}
 	err := w.withVault(func(v *vfs.Vault) error {
 		if !spec.ReadOnly {
 			if _, err := w.cache.Recover(v); err != nil {
@@ -197,6 +210,9 @@ type workspace struct {
 	prep  overlay.Prepared
 	fin   *overlay.Finished
 	exe   string // the entry helper of a user-namespace workspace ("": mounted on the host)
+	// v is the vault a run of one command keeps open from Start to
+	// Close (nil: each step opens it).
+	v *vfs.Vault
 }
 
 // Entered reports whether the workspace is mounted only where a command
@@ -225,13 +241,17 @@ func (w *workspace) Prepared() overlay.Prepared { return w.prep }
 // Finished is what the ingest at Close did (nil before Close).
 func (w *workspace) Finished() *overlay.Finished { return w.fin }
 
-// withVault opens the vault for one step without the Home's write
-// guard: this workspace holds the writer lock the guard asks about. A
+// withVault runs fn on the vault the workspace keeps open (w.v), or
+// opens it for one step without the Home's write guard: this workspace
+// holds the writer lock the guard asks about. A
 // read-only workspace keeps the Home's BeforeOpen: its start seals the
 // working state, and a read-write overlay mount of the vault must have
 // ingested into it first (mountd.Persist), or that seal would freeze a
 // layer its next ingest does not know.
 func (w *workspace) withVault(fn func(*vfs.Vault) error) error {
+	if w.v != nil {
+		return fn(w.v)
+	}
 	h := w.spec.Home.Unguarded()
 	if w.spec.ReadOnly {
 		h.BeforeOpen = w.spec.Home.BeforeOpen
@@ -317,6 +337,10 @@ func (w *workspace) End(ctx context.Context, lazy, discard bool) error {
 }
 
 func (w *workspace) release() {
+	if w.v != nil { // before the writer lock goes, as each step's own open
+		w.v.Close()
+		w.v = nil
+	}
 	if w.rec != nil {
 		w.rec.Remove()
 		w.rec = nil
