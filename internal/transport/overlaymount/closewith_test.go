@@ -10,9 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
-	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/transport"
-	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -20,28 +18,9 @@ import (
 // workspace still holds the vault's writer lock, and its error is
 // CloseWith's; the workspace is gone after.
 func TestCloseWith(t *testing.T) {
-	tr := overlaymount.New(filepath.Join(t.TempDir(), "layers"))
-	if err := tr.Available(); err != nil {
-		t.Skipf("overlay unavailable here: %v", err)
-	}
+	tr, h, dir := newWorkspaceHome(t)
 	ctx := context.Background()
-	h, err := registry.Open(filepath.Join(t.TempDir(), "home"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := h.Create("w", registry.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Close()
-	dir := func() string {
-		d, err := filepath.EvalSymlinks(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	ws, err := tr.Start(ctx, transport.Spec{Home: h, Vault: "w", Dir: dir()})
+	ws, err := tr.Start(ctx, transport.Spec{Home: h, Vault: "w", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +42,7 @@ func TestCloseWith(t *testing.T) {
 		}); err != nil || string(b) != "written in the run" {
 			t.Errorf("fn reads %q, %v: want the run's write", b, err)
 		}
-		if other, err := tr.Start(ctx, transport.Spec{Home: h, Vault: "w", Dir: dir()}); !errs.Is(err, errs.VaultLocked) {
+		if other, err := tr.Start(ctx, transport.Spec{Home: h, Vault: "w", Dir: newDir(t)}); !errs.Is(err, errs.VaultLocked) {
 			if other != nil {
 				_ = other.Close(ctx)
 			}
@@ -74,7 +53,7 @@ func TestCloseWith(t *testing.T) {
 	if !ran || !errors.Is(err, boom) {
 		t.Errorf("CloseWith: ran %v, %v; want fn run and its error", ran, err)
 	}
-	again, err := tr.Start(ctx, transport.Spec{Home: h, Vault: "w", Dir: dir()})
+	again, err := tr.Start(ctx, transport.Spec{Home: h, Vault: "w", Dir: newDir(t)})
 	if err != nil {
 		t.Fatalf("a workspace after CloseWith: %v", err)
 	}

@@ -13,9 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/transport"
-	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
@@ -23,24 +21,8 @@ import (
 // opens the vault's file once, at Start, and closes it once, at Close:
 // the ingest and the caller's summary (CloseWith's fn) open nothing.
 func TestOneRunKeepsTheVaultOpen(t *testing.T) {
-	tr := overlaymount.New(filepath.Join(t.TempDir(), "layers"))
-	if err := tr.Available(); err != nil {
-		t.Skipf("overlay unavailable here: %v", err)
-	}
+	tr, h, dir := newWorkspaceHome(t)
 	ctx := context.Background()
-	h, err := registry.Open(filepath.Join(t.TempDir(), "home"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := h.Create("w", registry.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v.Close()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	file := h.Path("w")
 	ino, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
