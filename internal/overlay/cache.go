@@ -100,7 +100,7 @@ func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *L
 	if err != nil {
 		return p, err
 	}
-	if err := os.MkdirAll(c.Root, 0o700); err != nil {
+	if err := makeRoot(c.Root); err != nil {
 		return p, hostErr("layer cache", c.Root, err)
 	}
 	layers, err := v.LayersAt(base)
@@ -324,7 +324,7 @@ func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
 }
 
 func (c *Cache) tmpDir() (string, error) {
-	if err := os.MkdirAll(c.Root, 0o700); err != nil {
+	if err := makeRoot(c.Root); err != nil {
 		return "", hostErr("layer cache", c.Root, err)
 	}
 	var b [8]byte
