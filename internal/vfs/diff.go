@@ -2,8 +2,10 @@ package vfs
 
 import (
 	"bytes"
+	"path"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
@@ -95,6 +97,111 @@ type differ struct {
 	changes []Change
 	seen    map[string]ChangeKind
 	visited map[string]bool // paths compared
+	memos   map[*Tx]*memo
+}
+
+// memo remembers what the differ read of one state, which does not
+// change under it: a change set of a thousand new files in a hundred new
+// dirs asks for the same parents' inodes and paths a thousand times
+// (without it, a diff of 1,200 added files read 84 ms, nearly all of it
+// lookups of the same records).
+type memo struct {
+	t      *Tx
+	inodes map[Ino]*inode
+	paths  map[Ino]string
+	at     map[string]*inode // what lookup found at a path (nil: nothing)
+}
+
+func (d *differ) memo(t *Tx) *memo {
+	m := d.memos[t]
+	if m == nil {
+		m = &memo{t: t, inodes: map[Ino]*inode{}, paths: map[Ino]string{}, at: map[string]*inode{}}
+		if d.memos == nil {
+			d.memos = map[*Tx]*memo{}
+		}
+		d.memos[t] = m
+	}
+	return m
+}
+
+// inode is t.inode, remembered, its absence too (nil). The differ only
+// reads what it returns.
+func (m *memo) inode(ino Ino) (*inode, error) {
+	if n, ok := m.inodes[ino]; ok {
+		if n == nil {
+			return nil, errs.E("stat", "", syscall.ENOENT)
+		}
+		return n, nil
+	}
+	n, err := m.t.inode(ino)
+	if errs.Is(err, errs.NotFound) {
+		m.inodes[ino] = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.inodes[ino] = n
+	return n, nil
+}
+
+// pathOf is t.PathOf, remembered for every dir on the way up.
+func (m *memo) pathOf(ino Ino) (string, error) {
+	type step struct {
+		ino  Ino
+		name string
+	}
+	var up []step // from ino towards the first dir whose path is known
+	dir := "/"
+	for ino != RootIno {
+		if p, ok := m.paths[ino]; ok {
+			dir = p
+			break
+		}
+		n, err := m.inode(ino)
+		if err != nil {
+			return "", err
+		}
+		if len(n.links) == 0 {
+			return "", errs.E("path", "", syscall.ENOENT)
+		}
+		if len(up) > 4096 {
+			return "", corruptf("inode %d: parent chain does not reach the root", ino)
+		}
+		up = append(up, step{ino, n.links[0].Name})
+		ino = n.links[0].Parent
+	}
+	for i := len(up) - 1; i >= 0; i-- {
+		dir = joinPath(dir, up[i].name)
+		m.paths[up[i].ino] = dir
+	}
+	return dir, nil
+}
+
+// lookup is lookupNoFollow, remembered per path and built on its parent's.
+func (m *memo) lookup(p string) (*inode, error) {
+	if n, ok := m.at[p]; ok {
+		return n, nil
+	}
+	var n *inode
+	var err error
+	if p == "/" {
+		n, err = m.inode(RootIno)
+	} else {
+		dir, name := path.Split(p)
+		var parent *inode
+		if parent, err = m.lookup(path.Clean(dir)); err == nil && parent != nil && parent.Type == TypeDir {
+			var ino Ino
+			var ok bool
+			if ino, _, ok, err = m.t.entry(parent.Ino, name); err == nil && ok {
+				n, err = m.inode(ino)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.at[p] = n
+	return n, nil
 }
 
 // touched collects the vkeys written by the layers of t's chain that
@@ -141,9 +248,9 @@ func (d *differ) run() error {
 			var err error
 			switch vkey[0] {
 			case prefixDentry:
-				err = candidateEntry(t, vkeyIno(vkey), vkeyName(vkey), cands)
+				err = d.memo(t).candidateEntry(vkeyIno(vkey), vkeyName(vkey), cands)
 			case prefixInode, prefixFile, prefixXattr:
-				err = candidateInode(t, vkeyIno(vkey), cands)
+				err = d.memo(t).candidateInode(vkeyIno(vkey), cands)
 			}
 			if err != nil {
 				return err
@@ -156,11 +263,11 @@ func (d *differ) run() error {
 	}
 	slices.Sort(paths)
 	for _, p := range paths {
-		na, err := lookupNoFollow(d.a, p)
+		na, err := d.memo(d.a).lookup(p)
 		if err != nil {
 			return err
 		}
-		nb, err := lookupNoFollow(d.b, p)
+		nb, err := d.memo(d.b).lookup(p)
 		if err != nil {
 			return err
 		}
@@ -171,8 +278,8 @@ func (d *differ) run() error {
 	return nil
 }
 
-func candidateEntry(t *Tx, dir Ino, name string, into map[string]bool) error {
-	p, err := t.PathOf(dir)
+func (m *memo) candidateEntry(dir Ino, name string, into map[string]bool) error {
+	p, err := m.pathOf(dir)
 	if errs.Is(err, errs.NotFound) {
 		return nil // the directory is not in this state
 	}
@@ -183,12 +290,12 @@ func candidateEntry(t *Tx, dir Ino, name string, into map[string]bool) error {
 	return nil
 }
 
-func candidateInode(t *Tx, ino Ino, into map[string]bool) error {
+func (m *memo) candidateInode(ino Ino, into map[string]bool) error {
 	if ino == RootIno {
 		into["/"] = true
 		return nil
 	}
-	n, err := t.inode(ino)
+	n, err := m.inode(ino)
 	if errs.Is(err, errs.NotFound) {
 		return nil
 	}
@@ -196,7 +303,7 @@ func candidateInode(t *Tx, ino Ino, into map[string]bool) error {
 		return err
 	}
 	for _, l := range n.links {
-		if err := candidateEntry(t, l.Parent, l.Name, into); err != nil {
+		if err := m.candidateEntry(l.Parent, l.Name, into); err != nil {
 			return err
 		}
 	}
@@ -293,12 +400,12 @@ func (d *differ) dirs(p string, na, nb *inode) error {
 		var ca, cb *inode
 		var err error
 		if pair[0] != 0 {
-			if ca, err = d.a.inode(pair[0]); err != nil {
+			if ca, err = d.memo(d.a).inode(pair[0]); err != nil {
 				return err
 			}
 		}
 		if pair[1] != 0 {
-			if cb, err = d.b.inode(pair[1]); err != nil {
+			if cb, err = d.memo(d.b).inode(pair[1]); err != nil {
 				return err
 			}
 		}
@@ -322,7 +429,7 @@ func (d *differ) subtree(t *Tx, p string, n *inode, kind ChangeKind) error {
 		return err
 	}
 	for _, e := range entries {
-		c, err := t.inode(e.Ino)
+		c, err := d.memo(t).inode(e.Ino)
 		if err != nil {
 			return err
 		}
