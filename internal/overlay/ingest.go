@@ -32,7 +32,7 @@ import (
 func Ingest(tx *vfs.Tx, upper string, f Format) (IngestStats, error) {
 	in := &ingester{tx: tx, f: f, links: map[[2]uint64]vfs.Ino{}, buf: make([]byte, 16*vfs.ChunkSize),
 		unprivileged: os.Geteuid() != 0}
-	err := in.dir(upper, vfs.RootIno, 0)
+	err := in.dir(upper, vfs.RootIno, 0, false)
 	return in.st, err
 }
 
@@ -49,7 +49,10 @@ type ingester struct {
 	unprivileged bool
 }
 
-func (in *ingester) dir(path string, ino vfs.Ino, depth int) error {
+// dir takes in the upper's dir path as vault dir ino. fresh: ino was
+// made by this ingest (or emptied), so none of the names is in the vault
+// yet and none needs looking up.
+func (in *ingester) dir(path string, ino vfs.Ino, depth int, fresh bool) error {
 	if depth > vfs.MaxDepth {
 		return &errs.Error{Kind: errs.InvalidInput, Op: "ingest", Path: path, Err: errors.New("upper dir too deep")}
 	}
@@ -71,23 +74,29 @@ func (in *ingester) dir(path string, ino vfs.Ino, depth int) error {
 		return 0
 	})
 	for _, e := range ents {
-		if err := in.entry(filepath.Join(path, e.Name()), ino, e.Name(), depth); err != nil {
+		if err := in.entry(filepath.Join(path, e.Name()), ino, e.Name(), depth, fresh); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
+func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh bool) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {
 		return hostErr("ingest", p, err)
 	}
-	cur, err := in.tx.Lookup(dir, name)
-	exists := err == nil
-	if err != nil && !errs.Is(err, errs.NotFound) {
-		return err
+	var cur vfs.Attr
+	exists := false
+	if !fresh {
+		var err error
+		cur, err = in.tx.Lookup(dir, name)
+		exists = err == nil
+		if err != nil && !errs.Is(err, errs.NotFound) {
+			return err
+		}
 	}
+	var err error
 	typ := st.Mode & unix.S_IFMT
 	if in.isWhiteout(p, &st) {
 		if exists {
@@ -99,27 +108,29 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
 	}
 	if typ == unix.S_IFDIR {
 		opaque := in.marker(p, "opaque") == "y"
+		made := !exists
 		switch {
 		case exists && cur.Type == vfs.TypeDir && opaque:
 			if err := in.empty(cur.Ino); err != nil {
 				return err
 			}
+			made = true
 		case exists && cur.Type != vfs.TypeDir:
 			if err := in.remove(dir, name, cur); err != nil {
 				return err
 			}
-			exists = false
+			exists, made = false, true
 		}
 		if !exists {
 			if cur, err = in.tx.Mkdir(dir, name, st.Mode&0o7777, st.Uid, st.Gid); err != nil {
 				return err
 			}
 		}
-		err := in.accessible(p, &st, 0o700, func() error { return in.dir(p, cur.Ino, depth+1) })
+		err := in.accessible(p, &st, 0o700, func() error { return in.dir(p, cur.Ino, depth+1, made) })
 		if err != nil {
 			return err
 		}
-		return in.meta(p, cur.Ino, &st)
+		return in.meta(p, cur.Ino, &st, !exists)
 	}
 	key := [2]uint64{uint64(st.Dev), st.Ino}
 	if st.Nlink > 1 {
@@ -144,7 +155,7 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
 		if st.Nlink > 1 {
 			in.links[key] = ino
 		}
-		return in.meta(p, ino, &st)
+		return in.meta(p, ino, &st, false)
 	}
 	// A vault inode with other names keeps their content: overlayfs
 	// broke the link at copy-up, so this name becomes a file of its own.
@@ -157,7 +168,9 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
 		}
 	}
 	if !exists {
-		nn := vfs.NewNode{Type: vfsType(typ), Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid, Rdev: uint32(st.Rdev)}
+		// Made with the host's times, so that meta finds them set.
+		nn := vfs.NewNode{Type: vfsType(typ), Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid, Rdev: uint32(st.Rdev),
+			Atime: time.Unix(st.Atim.Unix()), Mtime: time.Unix(st.Mtim.Unix())}
 		if typ == unix.S_IFLNK {
 			if nn.Target, err = os.Readlink(p); err != nil {
 				return hostErr("ingest", p, err)
@@ -168,14 +181,14 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int) error {
 		}
 	}
 	if typ == unix.S_IFREG {
-		if err := in.accessible(p, &st, 0o400, func() error { return in.content(p, cur.Ino, &st) }); err != nil {
+		if err := in.accessible(p, &st, 0o400, func() error { return in.content(p, cur, &st) }); err != nil {
 			return err
 		}
 	}
 	if st.Nlink > 1 {
 		in.links[key] = cur.Ino
 	}
-	return in.meta(p, cur.Ino, &st)
+	return in.meta(p, cur.Ino, &st, !exists)
 }
 
 // accessible runs fn with p's mode opened to its owner by need (bits),
@@ -248,17 +261,18 @@ func (in *ingester) empty(ino vfs.Ino) error {
 // content makes file ino hold what the host file p holds, in steps of
 // whole chunks: WriteChunks stores a chunk only when its hash is not what
 // the file holds there already.
-func (in *ingester) content(p string, ino vfs.Ino, st *unix.Stat_t) error {
+// cur is the file's attributes as the vault holds them.
+func (in *ingester) content(p string, cur vfs.Attr, st *unix.Stat_t) error {
+	if st.Size == 0 && cur.Size == 0 {
+		in.st.Written++ // nothing to read, nothing to cut
+		return nil
+	}
 	f, err := os.Open(p)
 	if err != nil {
 		return hostErr("ingest", p, err)
 	}
 	defer f.Close()
-	size := uint64(st.Size)
-	cur, err := in.tx.GetAttr(ino)
-	if err != nil {
-		return err
-	}
+	size, ino := uint64(st.Size), cur.Ino
 	if cur.Size > size {
 		if _, err := in.tx.SetAttr(ino, vfs.SetAttr{Size: &size}); err != nil {
 			return err
@@ -294,7 +308,8 @@ func (in *ingester) content(p string, ino vfs.Ino, st *unix.Stat_t) error {
 }
 
 // meta sets mode, owner, times and xattrs of ino from the host's p.
-func (in *ingester) meta(p string, ino vfs.Ino, st *unix.Stat_t) error {
+// made: ino was made by this ingest, so it has no xattrs yet.
+func (in *ingester) meta(p string, ino vfs.Ino, st *unix.Stat_t, made bool) error {
 	cur, err := in.tx.GetAttr(ino)
 	if err != nil {
 		return err
@@ -321,11 +336,11 @@ func (in *ingester) meta(p string, ino vfs.Ino, st *unix.Stat_t) error {
 			return err
 		}
 	}
-	return in.xattrs(p, ino)
+	return in.xattrs(p, ino, made)
 }
 
 // xattrs makes ino's xattrs those of p, without the overlay's markers.
-func (in *ingester) xattrs(p string, ino vfs.Ino) error {
+func (in *ingester) xattrs(p string, ino vfs.Ino, made bool) error {
 	host, err := listXattrs(p)
 	if err != nil {
 		return hostErr("ingest", p, err)
@@ -340,6 +355,14 @@ func (in *ingester) xattrs(p string, ino vfs.Ino) error {
 			return hostErr("ingest", p, err)
 		}
 		want[n] = v
+	}
+	if made {
+		for n, v := range want {
+			if err := in.tx.SetXattr(ino, n, v, 0); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	have, err := in.tx.ListXattr(ino)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/kv"
@@ -86,6 +87,10 @@ type NewNode struct {
 	Gid    uint32
 	Rdev   uint32
 	Target string // symlink target
+	// Atime and Mtime, when not zero, are the new inode's times instead
+	// of the transaction's: an ingest makes a file as the host has it in
+	// one write instead of two.
+	Atime, Mtime time.Time
 }
 
 // Mknod creates a new inode of any type under dir/name. It fails with
@@ -123,8 +128,15 @@ func (t *Tx) Mknod(dir Ino, name string, nn NewNode) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
+	at, mt := t.now, t.now
+	if !nn.Atime.IsZero() {
+		at = nn.Atime
+	}
+	if !nn.Mtime.IsZero() {
+		mt = nn.Mtime
+	}
 	n := &inode{Attr: Attr{Ino: Ino(id), Type: nn.Type, Mode: nn.Mode & 0o7777, Uid: nn.Uid, Gid: nn.Gid,
-		Nlink: 1, Rdev: nn.Rdev, Atime: t.now, Mtime: t.now, Ctime: t.now},
+		Nlink: 1, Rdev: nn.Rdev, Atime: at, Mtime: mt, Ctime: t.now},
 		target: nn.Target, links: []link{{Parent: dir, Name: name}}, birth: birthOf(t.v.hdr.VaultID)}
 	switch nn.Type {
 	case TypeDir:
