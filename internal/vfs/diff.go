@@ -205,8 +205,8 @@ func (m *memo) lookup(p string) (*inode, error) {
 }
 
 // touched collects the vkeys written by the layers of t's chain that
-// other's chain lacks.
-func touched(t, other *Tx, into map[string]bool) error {
+// other's chain lacks, marking each with side.
+func touched(t, other *Tx, into map[string]uint8, side uint8) error {
 	have := map[layerID]bool{}
 	for _, s := range other.c.segs {
 		for l := range s.layers {
@@ -220,7 +220,7 @@ func touched(t, other *Tx, into map[string]bool) error {
 			}
 			prefix := u64([]byte{prefixJournal}, l)
 			err := t.txs[i].Scan(prefix, kv.PrefixEnd(prefix), func(k, _ []byte) (bool, error) {
-				into[string(k[len(prefix):])] = true
+				into[string(k[len(prefix):])] |= side
 				return true, nil
 			})
 			if err != nil {
@@ -232,19 +232,26 @@ func touched(t, other *Tx, into map[string]bool) error {
 }
 
 func (d *differ) run() error {
-	keys := map[string]bool{}
-	if err := touched(d.a, d.b, keys); err != nil {
+	keys := map[string]uint8{}
+	if err := touched(d.a, d.b, keys, 1); err != nil {
 		return err
 	}
-	if err := touched(d.b, d.a, keys); err != nil {
+	if err := touched(d.b, d.a, keys, 2); err != nil {
 		return err
 	}
-	// Every touched record names candidate paths, in each state on its
-	// own terms: inode numbers of two different vaults are not comparable.
+	// Every touched record names candidate paths in the state whose
+	// layers wrote it, on that state's terms: inode numbers of two
+	// different vaults are not comparable. The other state's path of the
+	// same record is a candidate already when it differs, as a path
+	// changes only by a name that changed, whose record is touched too;
+	// looking there as well read every new file's inode twice.
 	cands := map[string]bool{}
-	for k := range keys {
+	for k, sides := range keys {
 		vkey := []byte(k)
-		for _, t := range []*Tx{d.a, d.b} {
+		for i, t := range []*Tx{d.a, d.b} {
+			if sides&(1<<i) == 0 {
+				continue
+			}
 			var err error
 			switch vkey[0] {
 			case prefixDentry:
@@ -263,6 +270,9 @@ func (d *differ) run() error {
 	}
 	slices.Sort(paths)
 	for _, p := range paths {
+		if d.visited[p] {
+			continue // below a dir added or deleted whole, reported with it
+		}
 		na, err := d.memo(d.a).lookup(p)
 		if err != nil {
 			return err
