@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"slices"
 	"syscall"
 	"time"
@@ -11,9 +12,12 @@ import (
 
 // inode loads an inode record; ENOENT when the state does not hold it.
 func (t *Tx) inode(ino Ino) (*inode, error) {
-	b, _, ok, err := t.get(inodeVKey(ino))
-	if err != nil {
-		return nil, err
+	b, ok := t.putInodes[ino]
+	if !ok {
+		var err error
+		if b, _, ok, err = t.get(inodeVKey(ino)); err != nil {
+			return nil, err
+		}
 	}
 	if !ok {
 		return nil, errs.E("stat", "", syscall.ENOENT)
@@ -25,8 +29,43 @@ func (t *Tx) inode(ino Ino) (*inode, error) {
 	return n, nil
 }
 
+// putInode writes n's record in the top layer. A write transaction
+// remembers the records it put (Tx.putInodes): it reads them back without
+// the engine and does not write one again unchanged, nor journal it twice.
+// A dir's record is put after each name made in it, unchanged after the
+// first in one transaction; an ingest of 10,000 new files made 10,000
+// such puts.
 func (t *Tx) putInode(n *inode) error {
-	return t.put(inodeVKey(n.Ino), encodeInode(n))
+	vkey, enc := inodeVKey(n.Ino), encodeInode(n)
+	prev, put := t.putInodes[n.Ino]
+	if put && bytes.Equal(prev, enc) {
+		return nil
+	}
+	var err error
+	if put {
+		// Journaled by the first put; only the version changes.
+		err = t.own().Put(versionKey(vkey, t.top), enc)
+		if err == nil {
+			t.wrote(vkey, enc, t.top, true)
+		}
+	} else {
+		err = t.put(vkey, enc)
+	}
+	if err != nil {
+		delete(t.putInodes, n.Ino)
+		return err
+	}
+	if t.putInodes == nil {
+		t.putInodes = map[Ino][]byte{}
+	}
+	t.putInodes[n.Ino] = enc
+	return nil
+}
+
+// delInode deletes ino's record from the state.
+func (t *Tx) delInode(ino Ino) error {
+	delete(t.putInodes, ino)
+	return t.del(inodeVKey(ino))
 }
 
 // GetAttr returns an inode's attributes.
@@ -121,7 +160,7 @@ func (t *Tx) dropInode(n *inode) error {
 	if err := t.charge("unlink", "", dBytes, -1); err != nil {
 		return err
 	}
-	return t.del(inodeVKey(n.Ino))
+	return t.delInode(n.Ino)
 }
 
 // dropTopVersions deletes the top layer's versions of every record under

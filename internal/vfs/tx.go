@@ -31,6 +31,9 @@ type Tx struct {
 	missed bool
 	// written lists the vkeys whose new versions went to the read cache.
 	written [][]byte
+	// putInodes holds the records putInode wrote in this transaction's
+	// top layer (inode.go).
+	putInodes map[Ino][]byte
 }
 
 // txCache is a transaction's use of its vault's read cache (cache.go).
