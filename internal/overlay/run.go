@@ -43,6 +43,8 @@ type Run struct {
 	// Those may still write into the upper, so the upper is ingested but
 	// never adopted as a cached layer (lower dirs must not change).
 	detached bool
+	// upperStats is what the last ingest of Persist found in the upper.
+	upperStats IngestStats
 }
 
 // pending is a run's pending.json.
@@ -284,13 +286,15 @@ func (r *Run) Persist(v *vfs.Vault) error {
 		}
 	}
 	r.printed = [32]byte{}
-	s, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
-		_, err := Ingest(tx, r.upper(), r.pending.Format)
+	var st IngestStats
+	s, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) (err error) {
+		st, err = Ingest(tx, r.upper(), r.pending.Format)
 		return err
 	}, r.also()...)
 	if err != nil {
 		return err
 	}
+	r.upperStats = st
 	if s.Layer != r.pending.Persisted {
 		// Written before the caller hears of the persist: only then may a
 		// checkpoint freeze the layer.
@@ -304,6 +308,11 @@ func (r *Run) Persist(v *vfs.Vault) error {
 	}
 	return nil
 }
+
+// UpperStats is what the last Persist that ingested found in the upper:
+// each later Persist ingests that much again, which is what a workspace
+// that lingers for more runs must bound.
+func (r *Run) UpperStats() IngestStats { return r.upperStats }
 
 // also is the layer an ingest may find the working state standing on
 // besides the base (pending.Persisted).
