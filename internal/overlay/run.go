@@ -45,6 +45,10 @@ type Run struct {
 	detached bool
 	// upperStats is what the last ingest of Persist found in the upper.
 	upperStats IngestStats
+	// paths is what the upper held at the last PersistOnto, and onto
+	// says one ingested (chain.go).
+	paths map[string]bool
+	onto  bool
 }
 
 // pending is a run's pending.json.

@@ -49,8 +49,9 @@ func changed(e *proxy.Envelope) map[string]string {
 // workspace, served by a process of its own with the linger as its idle
 // timeout; the next run reuses it (nothing materialized or mounted) and
 // its change list is its own, taken after the server ingested the
-// command's writes; undo of that run ends the mount and gives back the
-// state after the first; a run with another --transport ends the
+// command's writes (a file the first created and the second removed
+// included); undo of that run ends the mount and gives back the state
+// after the first, and redo its own; a run with another --transport ends the
 // lingering mount and mounts anew, and an auto run reuses a lingering
 // FUSE mount.
 func TestOverlayLingers(t *testing.T) {
@@ -85,6 +86,16 @@ func TestOverlayLingers(t *testing.T) {
 	}
 	if code, _, _ := e.avfs("", "cat", "/b"); code == 0 {
 		t.Error("undo left the second run's /b")
+	}
+	// Its writes stand on its checkpoint: redo finds them there.
+	if code, out, errOut := e.avfs("", "--json", "proxy", "redo"); code != 0 {
+		t.Fatalf("redo of a lingering overlay's run: exit %d %s%s", code, out, errOut)
+	}
+	if code, out, _ := e.avfs("", "cat", "/b"); code != 0 || out != "two\n" {
+		t.Errorf("after redo /b is %q (exit %d)", out, code)
+	}
+	if code, _, _ := e.avfs("", "cat", "/src/a"); code == 0 {
+		t.Error("after redo /src/a, which the second run removed, is back")
 	}
 
 	// Another transport asked for: the lingering overlay ends, its

@@ -126,7 +126,7 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 	if err := t.Available(); err != nil {
 		return nil, err
 	}
-	w := &workspace{spec: spec, cache: t.cache()}
+	w := &workspace{spec: spec, cache: t.cache(), onto: spec.IdleTimeout > 0 && !spec.ReadOnly}
 	w.cache.Volatile = spec.OneRun
 	if t.UserNamespace() {
 		if spec.ReadOnly {
@@ -217,6 +217,9 @@ type workspace struct {
 	// v is the vault a run of one command keeps open from Start to
 	// Close (nil: each step opens it).
 	v *vfs.Vault
+	// onto: the workspace lingers for more runs, whose checkpoints and
+	// seals come between its persists (overlay.Run.PersistOnto).
+	onto bool
 }
 
 // Entered reports whether the workspace is mounted only where a command
@@ -274,7 +277,15 @@ func (w *workspace) Persist(ctx context.Context) error {
 	if w.spec.ReadOnly || w.run == nil {
 		return nil
 	}
-	return w.withVault(func(v *vfs.Vault) error { return w.run.Persist(v) })
+	return w.withVault(w.persist)
+}
+
+// persist ingests the upper into v, as the workspace does (onto).
+func (w *workspace) persist(v *vfs.Vault) error {
+	if w.onto {
+		return w.run.PersistOnto(v)
+	}
+	return w.run.Persist(v)
 }
 
 // PersistWith is Persist, then fn on the vault the ingest wrote, so that
@@ -285,12 +296,19 @@ func (w *workspace) PersistWith(ctx context.Context, fn func(*vfs.Vault) error) 
 		return &errs.Error{Kind: errs.IoError, Op: "overlay", Path: w.spec.Dir, Err: errors.New("the workspace has ended")}
 	}
 	return w.withVault(func(v *vfs.Vault) error {
-		if !w.spec.ReadOnly {
-			if err := w.run.Persist(v); err != nil {
-				return err
-			}
+		if w.spec.ReadOnly {
+			return fn(v)
 		}
-		return fn(v)
+		if err := w.persist(v); err != nil {
+			return err
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+		if w.onto { // fn may have frozen what the working state stands on
+			return w.run.Settle(v)
+		}
+		return nil
 	})
 }
 
