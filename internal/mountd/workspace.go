@@ -24,8 +24,10 @@ import (
 // --foreground --transport NAME`, for the same reasons: something must
 // hold the vault's writer lock and the mount's record for as long as the
 // mount lives, answer "flush" on the control socket (Persist) so readers
-// of the vault see the host's writes, and end the workspace when asked
-// ("unmount"), on a signal, or when its owner exits.
+// of the vault see the host's writes, answer a proxy run's ops in the
+// vault right after a Persist (WorkspaceOptions.Control), and end the
+// workspace when asked ("unmount"; "release" for one that lingers), once
+// idle for its timeout, on a signal, or when its owner exits.
 
 // Ender is a workspace whose serving process can end it on request: it
 // makes the vault hold its writes (or, with discard, throws them away)

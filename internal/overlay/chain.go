@@ -3,10 +3,10 @@
 package overlay
 
 import (
-	"io/fs"
 	"path"
-	"path/filepath"
 	"slices"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -35,14 +35,11 @@ func (r *Run) PersistOnto(v *vfs.Vault) error {
 		return r.Settle(v)
 	}
 	r.printed = [32]byte{}
-	now, err := upperPaths(r.upper())
-	if err != nil {
-		return hostErr("overlay run", r.upper(), err)
-	}
 	var st IngestStats
-	err = v.Update(func(tx *vfs.Tx) error {
+	var now map[string]sig
+	err := v.Update(func(tx *vfs.Tx) error {
 		var err error
-		if st, err = Ingest(tx, r.upper(), r.pending.Format); err != nil {
+		if st, now, err = IngestOnto(tx, r.upper(), r.pending.Format, r.paths); err != nil {
 			return err
 		}
 		for _, p := range gone(r.paths, now) {
@@ -80,12 +77,29 @@ func (r *Run) Settle(v *vfs.Vault) error {
 	return r.writePending()
 }
 
+// UpperSize is the entries (files, dirs, whiteouts) and the file bytes
+// the upper held at the last ingest: what a PersistOnto stats again, and
+// a Persist or the final ingest writes again.
+func (r *Run) UpperSize() (int, int64) {
+	if !r.onto {
+		s := r.upperStats
+		return s.Written + s.Dirs + s.Deleted, s.Bytes
+	}
+	var b int64
+	for _, g := range r.paths {
+		if g.mode&unix.S_IFMT == unix.S_IFREG {
+			b += int64(g.size)
+		}
+	}
+	return len(r.paths), b
+}
+
 // gone lists the paths of the upper before that it no longer holds, each
 // to remove: none below another (its removal takes them), and none below
 // a name the upper now holds as other than a directory (the ingest
 // replaced that name, and what it held, already; and a path through it
 // would lead elsewhere, through a symlink).
-func gone(before, now map[string]bool) []string {
+func gone(before, now map[string]sig) []string {
 	var out []string
 	for p := range before {
 		if _, ok := now[p]; ok {
@@ -93,9 +107,9 @@ func gone(before, now map[string]bool) []string {
 		}
 		keep := true
 		for d := path.Dir(p); d != "/" && keep; d = path.Dir(d) {
-			isDir, held := now[d]
+			g, held := now[d]
 			_, wasGone := before[d]
-			keep = (held && isDir) || (!held && !wasGone)
+			keep = (held && g.isDir()) || (!held && !wasGone)
 		}
 		if keep {
 			out = append(out, p)
@@ -103,21 +117,4 @@ func gone(before, now map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// upperPaths maps the vault paths the upper dir at dir holds, its
-// whiteouts included, to whether each is a directory.
-func upperPaths(dir string) (map[string]bool, error) {
-	out := map[string]bool{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir {
-			rel, _ := filepath.Rel(dir, p)
-			out["/"+filepath.ToSlash(rel)] = d.IsDir()
-		}
-		return nil
-	})
-	return out, err
 }

@@ -47,7 +47,7 @@ type Run struct {
 	upperStats IngestStats
 	// paths is what the upper held at the last PersistOnto, and onto
 	// says one ingested (chain.go).
-	paths map[string]bool
+	paths map[string]sig
 	onto  bool
 }
 

@@ -57,11 +57,11 @@ func changed(e *proxy.Envelope) map[string]string {
 func TestOverlayLingers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, rec := lingeringOverlay(t, e, "30s", "mkdir -p src && echo one > src/a")
+	_, rec := lingeringOverlay(t, e, "30s", "mkdir -p src && echo one > src/a && echo x > src/b && echo c > src/c")
 	if rec.IdleTimeoutMS != 30000 {
 		t.Errorf("the lingering overlay's record: idle timeout %d ms, want 30000", rec.IdleTimeoutMS)
 	}
-	second := e.exec(0, "", "--shell", "cat src/a; echo two > b; rm src/a")
+	second := e.exec(0, "", "--shell", "cat src/a; echo two > b; rm src/a; sleep 0.1; echo y >> src/b")
 	r := second.Result
 	if !r.MountReused || r.Transport == nil || *r.Transport != "overlay" || *r.Mountpoint != rec.Mountpoint || !r.MountLingers {
 		t.Fatalf("second run: reused %v, transport %v, mountpoint %v, lingers %v", r.MountReused, r.Transport, r.Mountpoint, r.MountLingers)
@@ -69,7 +69,7 @@ func TestOverlayLingers(t *testing.T) {
 	if r.Stdout != "one\n" || r.Overlay != nil {
 		t.Errorf("second run: stdout %q, overlay record %+v (want the first's file and nothing materialized)", r.Stdout, r.Overlay)
 	}
-	if got, want := changed(second), map[string]string{"/b": "added", "/src/a": "deleted"}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := changed(second), map[string]string{"/b": "added", "/src/a": "deleted", "/src/b": "modified"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("second run's changes: %v, want %v", got, want)
 	}
 	if m := e.mounts(); len(m) != 1 || m[0].PID != rec.PID {
@@ -96,6 +96,11 @@ func TestOverlayLingers(t *testing.T) {
 	}
 	if code, _, _ := e.avfs("", "cat", "/src/a"); code == 0 {
 		t.Error("after redo /src/a, which the second run removed, is back")
+	}
+	for p, want := range map[string]string{"/src/b": "x\ny\n", "/src/c": "c\n"} {
+		if code, out, _ := e.avfs("", "cat", p); code != 0 || out != want {
+			t.Errorf("after redo %s is %q (exit %d), want %q", p, out, code, want)
+		}
 	}
 
 	// Another transport asked for: the lingering overlay ends, its

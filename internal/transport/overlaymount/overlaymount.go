@@ -318,8 +318,7 @@ func (w *workspace) UpperSize() (int, int64) {
 	if w.run == nil {
 		return 0, 0
 	}
-	s := w.run.UpperStats()
-	return s.Written + s.Dirs + s.Deleted, s.Bytes
+	return w.run.UpperSize()
 }
 
 // Close unmounts and ingests the upper dir in one transaction (a
