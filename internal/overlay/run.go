@@ -313,11 +313,6 @@ func (r *Run) Persist(v *vfs.Vault) error {
 	return nil
 }
 
-// UpperStats is what the last Persist that ingested found in the upper:
-// each later Persist ingests that much again, which is what a workspace
-// that lingers for more runs must bound.
-func (r *Run) UpperStats() IngestStats { return r.upperStats }
-
 // also is the layer an ingest may find the working state standing on
 // besides the base (pending.Persisted).
 func (r *Run) also() []uint64 { return persistedOf(r.pending) }
