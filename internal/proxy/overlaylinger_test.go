@@ -126,7 +126,8 @@ func TestOverlayLingers(t *testing.T) {
 	e.fsck()
 }
 
-// TestOverlayLingerGivesWay: a CLI write while an overlay run lingers
+// TestOverlayLingerGivesWay: a CLI read beside a lingering overlay sees
+// what was written in it, and a CLI write while an overlay run lingers
 // makes the idle mount give way: its server ingests the upper (a write
 // made in the mount after the run, which no request persisted,
 // included) and ends, and the vault holds both its writes and the CLI's.
@@ -136,6 +137,14 @@ func TestOverlayLingerGivesWay(t *testing.T) {
 	_, rec := lingeringOverlay(t, e, "30s", "echo run > r")
 	if err := os.WriteFile(filepath.Join(rec.Mountpoint, "late"), []byte("late\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// A read beside it sees what was written in it (its server's flush)
+	// and leaves it lingering.
+	if code, out, errOut := e.avfs("", "cat", "/late"); code != 0 || out != "late\n" {
+		t.Errorf("a read beside the lingering overlay: %q (exit %d %s)", out, code, errOut)
+	}
+	if m := e.mounts(); len(m) != 1 {
+		t.Fatalf("a read ended the lingering overlay: %+v", m)
 	}
 	if code, _, errOut := e.avfs("", "write", "/cli", "cli"); code != 0 {
 		t.Fatalf("write beside a lingering overlay: exit %d %s", code, errOut)
