@@ -110,7 +110,10 @@ says why.`,
 				return nil, invalidf("mount", "--ready-fd must be a file descriptor, not %d", readyFD)
 			case sa.transport != transport.Auto && sa.transport != transport.FUSE && sa.transport != transport.Overlay:
 				return nil, invalidf("mount", "--transport must be auto, fuse or overlay, not %q", sa.transport)
-			case sa.transport == transport.Overlay && sa.idle > 0:
+			case sa.transport == transport.Overlay && sa.idle > 0 && readyFD <= 0:
+				// A proxy run's lingering overlay (a server avfs starts,
+				// --ready-fd) counts its runs' requests as use; a person's
+				// work in the mount is nothing its server sees.
 				return nil, invalidf("mount", "an overlay mount has no --idle-timeout: nothing sees it used; unmount it")
 			}
 			h, err := a.home()
@@ -225,7 +228,8 @@ func (a *app) serveWorkspace(h *registry.Home, name, mnt string, sa serverArgs, 
 		a.emit(mountResult{Vault: name, Mountpoint: mnt, PID: os.Getpid(), ReadOnly: sa.readonly,
 			Transport: transport.Overlay, TransportReason: transport.AskedFor})
 	}
-	return nil, mountd.ServeWorkspace(ctx, h, ws, sa.owner, ready, a.env.Stderr)
+	return nil, mountd.ServeWorkspace(ctx, h, ws, mountd.WorkspaceOptions{OwnerPID: sa.owner,
+		Control: proxy.ServerOps(), IdleTimeout: sa.idle, Log: a.env.Stderr}, ready)
 }
 
 func (a *app) startOverlay(ctx context.Context, h *registry.Home, name, mnt string, sa serverArgs) (transport.Workspace, error) {
@@ -245,7 +249,7 @@ func (a *app) startOverlay(ctx context.Context, h *registry.Home, name, mnt stri
 			return nil, err
 		}
 	}
-	return ov.Start(ctx, transport.Spec{Home: h, Vault: name, Dir: mnt, ReadOnly: sa.readonly})
+	return ov.Start(ctx, transport.Spec{Home: h, Vault: name, Dir: mnt, ReadOnly: sa.readonly, IdleTimeout: sa.idle})
 }
 
 // helperExecutable is the avfs binary a run re-executes as its helper

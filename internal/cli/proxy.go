@@ -18,6 +18,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/sandbox"
 	"github.com/agentvfs/agentvfs/internal/transport"
 	"github.com/agentvfs/agentvfs/internal/transport/overlaymount"
+	"github.com/agentvfs/agentvfs/internal/transport/served"
 )
 
 // Exit codes of proxy exec that are not the command's own (see ExitCodes).
@@ -73,6 +74,7 @@ func (a *app) proxyRuntime(h *registry.Home, vault string) (*proxy.Runtime, erro
 		Home: h, Policy: p, Store: store, RunDir: runDir,
 		Bwrap:      func() (string, error) { return sandbox.Bwrap(a.env.Getenv) },
 		Transports: ts,
+		Lingering:  served.New(transport.Overlay, a.mountExecutable, ov.Available),
 		// Not the store's address: it may hold the database's password.
 		Environ: append(slices.DeleteFunc(os.Environ(), func(e string) bool {
 			return strings.HasPrefix(e, registry.StoreEnv+"=")

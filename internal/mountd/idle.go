@@ -26,35 +26,49 @@ import (
 // idle timeout and nothing holds it; a mount in use stays and is looked
 // at again a timeout later.
 func (s *Session) endWhenIdle() {
-	d := s.opts.IdleTimeout
+	whenIdle(s.opts.IdleTimeout, s.done, s.fs.Activity, s.leave)
+}
+
+// whenIdle calls leave once activity has not moved for d, until done is
+// closed or leave returns nil; a leave that fails (a run holds the
+// vault, files in the mount are in use) is tried again d later. FUSE
+// sessions and served workspaces (ServeWorkspace) share it.
+func whenIdle(d time.Duration, done <-chan struct{}, activity func() uint64, leave func() error) {
 	tick := time.NewTicker(max(d/4, 10*time.Millisecond))
 	defer tick.Stop()
-	seen, since := s.fs.Activity(), time.Now()
+	seen, since := activity(), time.Now()
 	for {
 		select {
-		case <-s.done:
+		case <-done:
 			return
 		case <-tick.C:
 		}
-		if n := s.fs.Activity(); n != seen {
+		if n := activity(); n != seen {
 			seen, since = n, time.Now()
 			continue
 		}
 		if time.Since(since) < d {
 			continue
 		}
-		if s.leave() == nil {
+		if leave() == nil {
 			return
 		}
 		since = time.Now()
 	}
 }
 
+// lockToLeave takes vault's run lock for a server about to end its idle
+// mount: held until the mount is released, a run arriving meanwhile
+// waits and then mounts anew.
+func lockToLeave(h *registry.Home, vault string) (func(), error) {
+	return mountrec.LockRuns(h, vault, fmt.Sprintf("%s (pid %d)", mountrec.LeavingHolder, os.Getpid()))
+}
+
 // leave ends the mount if no run holds it and nothing in it is in use.
 // It keeps the run lock until the release is done, so a run arriving
 // meanwhile waits and then mounts anew.
 func (s *Session) leave() error {
-	unlock, err := mountrec.LockRuns(s.opts.Home, s.opts.Vault, fmt.Sprintf("%s (pid %d)", mountrec.LeavingHolder, os.Getpid()))
+	unlock, err := lockToLeave(s.opts.Home, s.opts.Vault)
 	if err != nil {
 		return err
 	}

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/transport"
+	"github.com/agentvfs/agentvfs/internal/vfs"
 )
 
 // Workspaces other than FUSE (an overlay mount: the kernel serves it, and
@@ -21,8 +24,10 @@ import (
 // --foreground --transport NAME`, for the same reasons: something must
 // hold the vault's writer lock and the mount's record for as long as the
 // mount lives, answer "flush" on the control socket (Persist) so readers
-// of the vault see the host's writes, and end the workspace when asked
-// ("unmount"), on a signal, or when its owner exits.
+// of the vault see the host's writes, answer a proxy run's ops in the
+// vault right after a Persist (WorkspaceOptions.Control), and end the
+// workspace when asked ("unmount"; "release" for one that lingers), once
+// idle for its timeout, on a signal, or when its owner exits.
 
 // Ender is a workspace whose serving process can end it on request: it
 // makes the vault hold its writes (or, with discard, throws them away)
@@ -38,47 +43,131 @@ type unmountArgs struct {
 	Discard bool `json:"discard,omitempty"`
 }
 
+// WorkspaceOptions say how a served workspace answers and when it ends.
+type WorkspaceOptions struct {
+	// OwnerPID ends the workspace when that process exits (0: none).
+	OwnerPID int
+	// Control are ops answered in the vault the workspace writes, right
+	// after a Persist, so each sees every write made in it (a proxy
+	// run's checkpoint and summary: proxy.ServerOps). Only a workspace
+	// that is a PersistWither answers them.
+	Control map[string]ControlFunc
+	// IdleTimeout, when positive, ends the workspace once it has served
+	// no control request for that long and nothing holds it, and makes
+	// it give way to a CLI write ("release"), as a FUSE session does
+	// (idle.go).
+	IdleTimeout time.Duration
+	// Log receives the errors of the end.
+	Log io.Writer
+}
+
+// PersistWither is a workspace that persists and then runs fn on the
+// vault it wrote, still holding it (overlaymount's).
+type PersistWither interface {
+	PersistWith(ctx context.Context, fn func(*vfs.Vault) error) error
+}
+
+// UpperSizer is a workspace whose every Persist ingests again all it
+// holds (an overlay's upper): entries (files, dirs, whiteouts) and bytes
+// as the last Persist found them.
+type UpperSizer interface {
+	UpperSize() (entries int, bytes int64)
+}
+
+// UpperSize is the reply of the control op "upper".
+type UpperSize struct {
+	Entries int   `json:"entries"`
+	Bytes   int64 `json:"bytes"`
+}
+
+// WorkspaceUpper asks the server of the workspace at mnt what its last
+// Persist ingested (UpperSizer); a workspace that does not say gives an
+// InvalidInput error.
+func WorkspaceUpper(h *registry.Home, mnt string) (UpperSize, error) {
+	var u UpperSize
+	err := Call(h, mnt, "upper", nil, &u)
+	return u, err
+}
+
 // ServeWorkspace serves ws, started by this process, until it ends: an
 // "unmount" on its control socket (only a read-write workspace has one),
-// ctx's end (the process's signals) or the exit of process ownerPID
-// (0: none). The last two end it as Close does. ready hears once that
-// the workspace answers, or why the control socket failed. Errors of
-// the end are logged to log and returned.
-func ServeWorkspace(ctx context.Context, h *registry.Home, ws transport.Workspace, ownerPID int, ready *Reporter, log io.Writer) error {
+// a "release" or the idle timeout (o.IdleTimeout), ctx's end (the
+// process's signals) or the exit of process o.OwnerPID. The last two end
+// it as Close does. ready hears once that the workspace answers, or why
+// the control socket failed. Errors of the end are logged to o.Log and
+// returned.
+func ServeWorkspace(ctx context.Context, h *registry.Home, ws transport.Workspace, o WorkspaceOptions, ready *Reporter) error {
 	in := ws.Info()
 	ended := make(chan struct{}, 1)
+	signalEnded := func() {
+		select {
+		case ended <- struct{}{}:
+		default: // ended already
+		}
+	}
 	// A workspace serves one request at a time: a flush and an unmount
 	// racing on one upper dir would each ingest half of it.
 	var mu sync.Mutex
+	var activity atomic.Uint64
+	end := func(a unmountArgs) error {
+		mu.Lock()
+		defer mu.Unlock()
+		err := endWorkspace(ctx, ws, a)
+		if err == nil {
+			signalEnded()
+		}
+		return err
+	}
 	if !in.ReadOnly {
+		plain := map[string]plainFunc{
+			"flush": func(json.RawMessage) (any, error) {
+				activity.Add(1)
+				mu.Lock()
+				defer mu.Unlock()
+				return nil, ws.Persist(ctx)
+			},
+			"unmount": func(raw json.RawMessage) (any, error) {
+				var a unmountArgs
+				if len(raw) > 0 {
+					if err := json.Unmarshal(raw, &a); err != nil {
+						return nil, errs.New(errs.InvalidInput, "unmount", "bad arguments: %v", err)
+					}
+				}
+				return nil, end(a)
+			},
+			"release": func(json.RawMessage) (any, error) {
+				if o.IdleTimeout <= 0 {
+					return nil, &errs.Error{Kind: errs.InvalidInput, Op: "release", Path: in.Dir,
+						Err: errors.New("only a mount started with an idle timeout gives way")}
+				}
+				return nil, end(unmountArgs{})
+			},
+			"upper": func(json.RawMessage) (any, error) {
+				us, ok := ws.(UpperSizer)
+				if !ok {
+					return nil, errs.New(errs.InvalidInput, "upper", "the %s transport does not re-ingest what it holds", in.Transport)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				n, b := us.UpperSize()
+				return UpperSize{Entries: n, Bytes: b}, nil
+			},
+		}
+		var ops map[string]ControlFunc
+		var run func(func(*vfs.Vault) error) error
+		if pw, ok := ws.(PersistWither); ok && len(o.Control) > 0 {
+			ops = o.Control
+			run = func(fn func(*vfs.Vault) error) error {
+				activity.Add(1)
+				mu.Lock()
+				defer mu.Unlock()
+				return pw.PersistWith(ctx, fn)
+			}
+		}
 		path, err := mountrec.SocketPath(h, in.Dir)
 		var cs *controlServer
 		if err == nil {
-			cs, err = listenControl(path, nil, map[string]plainFunc{
-				"flush": func(json.RawMessage) (any, error) {
-					mu.Lock()
-					defer mu.Unlock()
-					return nil, ws.Persist(ctx)
-				},
-				"unmount": func(raw json.RawMessage) (any, error) {
-					var a unmountArgs
-					if len(raw) > 0 {
-						if err := json.Unmarshal(raw, &a); err != nil {
-							return nil, errs.New(errs.InvalidInput, "unmount", "bad arguments: %v", err)
-						}
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					err := endWorkspace(ctx, ws, a)
-					if err == nil {
-						select {
-						case ended <- struct{}{}:
-						default: // ended already
-						}
-					}
-					return nil, err
-				},
-			}, nil)
+			cs, err = listenControl(path, ops, plain, run)
 		}
 		if err != nil {
 			err = &errs.Error{Kind: MountFailed, Op: "mount", Path: in.Dir, Vault: in.Vault, Err: fmt.Errorf("control socket: %w", err)}
@@ -90,8 +179,20 @@ func ServeWorkspace(ctx context.Context, h *registry.Home, ws transport.Workspac
 	}
 	ready.Ready()
 	var ownerGone <-chan struct{}
-	if ownerPID > 0 {
-		ownerGone = WatchOwner(ownerPID)
+	if o.OwnerPID > 0 {
+		ownerGone = WatchOwner(o.OwnerPID)
+	}
+	if o.IdleTimeout > 0 && !in.ReadOnly {
+		stop := make(chan struct{})
+		defer close(stop)
+		go whenIdle(o.IdleTimeout, stop, activity.Load, func() error {
+			unlock, err := lockToLeave(h, in.Vault)
+			if err != nil {
+				return err
+			}
+			defer unlock() // once the end has let go of the record and the writer lock
+			return end(unmountArgs{})
+		})
 	}
 	select {
 	case <-ended:
@@ -104,8 +205,8 @@ func ServeWorkspace(ctx context.Context, h *registry.Home, ws transport.Workspac
 	mu.Lock()
 	err := ws.Close(context.Background())
 	mu.Unlock()
-	if err != nil && log != nil {
-		fmt.Fprintf(log, "avfs mount: ending the %s workspace at %s: %v\n", in.Transport, in.Dir, err)
+	if err != nil && o.Log != nil {
+		fmt.Fprintf(o.Log, "avfs mount: ending the %s workspace at %s: %v\n", in.Transport, in.Dir, err)
 	}
 	return err
 }

@@ -36,6 +36,35 @@ func Ingest(tx *vfs.Tx, upper string, f Format) (IngestStats, error) {
 	return in.st, err
 }
 
+// sig is a name's stat data in the upper as an ingest saw it (git's
+// index stat data): the same again, and not racy (its ctime was not
+// within racyWindow of that ingest's start, so a write in the same clock
+// tick cannot hide), means the state holds the name as the upper does.
+type sig struct {
+	ino, size    uint64
+	mode, nlink  uint32
+	uid, gid     uint32
+	mtime, ctime int64
+	racy         bool
+}
+
+func (g sig) isDir() bool { return g.mode&unix.S_IFMT == unix.S_IFDIR }
+
+// IngestOnto is Ingest into a state that an earlier IngestOnto of the
+// same upper wrote, which met the names in seen: a name other than a
+// directory whose stat data is what it was then is left as the state
+// holds it (its content, attributes and xattrs all move its ctime), so an
+// ingest costs a stat of each name and the work of those that changed.
+// It returns the stat data of every name it met, by vault path, for the
+// next one. The names of one host inode share their stat data, so they
+// are all taken in or all left.
+func IngestOnto(tx *vfs.Tx, upper string, f Format, seen map[string]sig) (IngestStats, map[string]sig, error) {
+	in := &ingester{tx: tx, f: f, links: map[[2]uint64]vfs.Ino{}, buf: make([]byte, 16*vfs.ChunkSize),
+		unprivileged: os.Geteuid() != 0, upper: upper, seen: seen, met: map[string]sig{}, start: time.Now()}
+	err := in.dir(upper, vfs.RootIno, 0, false)
+	return in.st, in.met, err
+}
+
 type ingester struct {
 	tx    *vfs.Tx
 	f     Format
@@ -47,6 +76,11 @@ type ingester struct {
 	// names are the user's) and a name its mode closes to its owner is
 	// opened for the read (accessible).
 	unprivileged bool
+	// upper, seen, met and start are IngestOnto's: names met and left
+	// alone when their stat data is as seen.
+	upper     string
+	seen, met map[string]sig
+	start     time.Time
 }
 
 // dir takes in the upper's dir path as vault dir ino. fresh: ino was
@@ -86,6 +120,17 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 	if err := unix.Lstat(p, &st); err != nil {
 		return hostErr("ingest", p, err)
 	}
+	typ := st.Mode & unix.S_IFMT
+	if in.met != nil {
+		rel := "/" + filepath.ToSlash(p[len(in.upper)+1:])
+		g := sig{ino: st.Ino, size: uint64(st.Size), mode: st.Mode, nlink: uint32(st.Nlink), uid: st.Uid, gid: st.Gid,
+			mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+		g.racy = time.Unix(0, g.ctime).After(in.start.Add(-racyWindow))
+		in.met[rel] = g
+		if old, ok := in.seen[rel]; ok && typ != unix.S_IFDIR && !old.racy && old == g {
+			return nil // the state holds it as the upper does (IngestOnto)
+		}
+	}
 	var cur vfs.Attr
 	exists := false
 	if !fresh {
@@ -97,7 +142,6 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 		}
 	}
 	var err error
-	typ := st.Mode & unix.S_IFMT
 	if in.isWhiteout(p, &st) {
 		if exists {
 			n, err := in.tx.RemoveAll(dir, name)

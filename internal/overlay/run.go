@@ -43,6 +43,12 @@ type Run struct {
 	// Those may still write into the upper, so the upper is ingested but
 	// never adopted as a cached layer (lower dirs must not change).
 	detached bool
+	// upperStats is what the last ingest of Persist found in the upper.
+	upperStats IngestStats
+	// paths is what the upper held at the last PersistOnto, and onto
+	// says one ingested (chain.go).
+	paths map[string]sig
+	onto  bool
 }
 
 // pending is a run's pending.json.
@@ -284,13 +290,15 @@ func (r *Run) Persist(v *vfs.Vault) error {
 		}
 	}
 	r.printed = [32]byte{}
-	s, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) error {
-		_, err := Ingest(tx, r.upper(), r.pending.Format)
+	var st IngestStats
+	s, err := v.UpdateOver(r.pending.Base, false, func(tx *vfs.Tx) (err error) {
+		st, err = Ingest(tx, r.upper(), r.pending.Format)
 		return err
 	}, r.also()...)
 	if err != nil {
 		return err
 	}
+	r.upperStats = st
 	if s.Layer != r.pending.Persisted {
 		// Written before the caller hears of the persist: only then may a
 		// checkpoint freeze the layer.

@@ -154,10 +154,27 @@ func (a summarizeArgs) limit() int {
 // its directory would run on the host's).
 func (rt *Runtime) liveMount(vault string) string {
 	mnt, live := mountrec.Writer(rt.Home, vault)
-	if live && mnt != "" && mountrec.IsAvfsMount(mnt) {
+	if !live || mnt == "" {
+		return ""
+	}
+	in, ok := mountrec.Find(rt.Home, mnt)
+	if !ok {
+		in = mountrec.Info{Mountpoint: mnt, Transport: mountrec.FUSE}
+	}
+	if servesDir(in) {
 		return mnt
 	}
 	return ""
+}
+
+// servesDir reports whether the mount of record in is still in its
+// directory: an avfs FUSE mount, or an overlay (whose server ingests at
+// its end).
+func servesDir(in mountrec.Info) bool {
+	if in.Transport == transportOverlay {
+		return mountrec.IsMountpoint(in.Mountpoint)
+	}
+	return mountrec.IsAvfsMount(in.Mountpoint)
 }
 
 // inVault runs a control op in the server of mnt when there is one, and

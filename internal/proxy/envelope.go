@@ -86,6 +86,11 @@ type Result struct {
 	Vault       string  `json:"vault"`
 	Mountpoint  *string `json:"mountpoint"`
 	MountReused bool    `json:"mount_reused"`
+	// MountLingers says the run's mount stays after it for the next run
+	// (a mount it reused or left to linger); false: it ended with the run
+	// (--linger 0, an overlay this process served, or one whose upper
+	// grew past the lingering bound).
+	MountLingers bool `json:"mount_lingers"`
 	// Transport names the transport that served the mount ("fuse"); null
 	// when the run mounted nothing.
 	Transport *string `json:"transport"`

@@ -50,8 +50,10 @@ type choice struct {
 // has only FUSE. As root the overlay is mounted on the host; any other
 // user's is mounted in the isolated run's own user namespace, so such a
 // user's --isolate off run, or one where isolation is unavailable, takes
-// FUSE. An overlay run never lingers: what stays warm for
-// the next run is its layer cache.
+// FUSE. Root's overlay lingers as a FUSE mount does (its own server,
+// Runtime.Lingering); a user's never does, its mount living in the
+// command's own namespace: what stays warm for its next run is the layer
+// cache.
 func (rt *Runtime) chooseTransport(req Request) choice {
 	if req.Transport != "" && req.Transport != TransportAuto {
 		return choice{name: req.Transport, reason: "asked for with --transport"}
@@ -86,7 +88,7 @@ func (rt *Runtime) chooseTransport(req Request) choice {
 	if _, err := rt.isolationAvailable(); err != nil {
 		return choice{name: transportFUSE, reason: "overlay: not root, and the run cannot be isolated here for its user namespace: " + err.Error()}
 	}
-	return choice{name: transportOverlay, reason: "overlayfs in the run's own user namespace (not root: user.overlay.* markers, userxattr)"}
+	return choice{name: transportOverlay, reason: "overlayfs in the run's own user namespace (not root: user.overlay.* markers, userxattr); it never lingers: the mount lives in the command's namespace"}
 }
 
 // overlayStats is what an overlay workspace reports of its start and

@@ -114,9 +114,11 @@ func (t *Transport) cache() *overlay.Cache {
 // workspace takes the vault's writer lock as a FUSE mount does
 // (VaultLocked when someone holds it), finishes any run a crash left
 // (overlay.Cache.Recover), seals the working state if it holds unsaved
-// writes, and materializes what the cache lacks. spec.OwnerPID and
-// spec.IdleTimeout do not apply: the workspace ends at Close, and one
-// whose process died is ingested at the next Start on the vault.
+// writes, and materializes what the cache lacks. spec.OwnerPID does not
+// apply: the workspace ends at Close, and one whose process died is
+// ingested at the next Start on the vault. spec.IdleTimeout is only
+// recorded (mountrec.Info.IdleTimeoutMS), so that a CLI write makes the
+// workspace give way; its serving process ends it (mountd.ServeWorkspace).
 func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.Workspace, error) {
 	if ctx.Err() != nil {
 		return nil, errs.Stopped(ctx, "mount")
@@ -124,7 +126,7 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 	if err := t.Available(); err != nil {
 		return nil, err
 	}
-	w := &workspace{spec: spec, cache: t.cache()}
+	w := &workspace{spec: spec, cache: t.cache(), onto: spec.IdleTimeout > 0 && !spec.ReadOnly}
 	w.cache.Volatile = spec.OneRun
 	if t.UserNamespace() {
 		if spec.ReadOnly {
@@ -144,12 +146,14 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		}
 		w.lock = l
 	}
-	if caps, err := spec.Home.Caps(spec.Vault); err == nil && caps.SharedOpen && spec.OneRun && !spec.ReadOnly {
+	if caps, err := spec.Home.Caps(spec.Vault); err == nil && caps.SharedOpen && (spec.OneRun || spec.IdleTimeout > 0) && !spec.ReadOnly {
 		// A run of one command ingests at its Close: the vault stays
 		// open from here to there, one open and one close (the last
 		// close checkpoints SQLite's WAL) fewer in the run's set-up and
-		// summary. Only for an engine whose file other processes open
-		// beside this one (SQLite), as the command may.
+		// summary; a workspace that lingers for the next runs keeps it
+		// open for their checkpoints and summaries alike. Only for an
+		// engine whose file other processes open beside this one
+		// (SQLite), as the command may.
 		v, err := spec.Home.Unguarded().Open(spec.Vault)
 		if err != nil {
 			w.release()
@@ -189,7 +193,7 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 	// The record is what `avfs mounts` lists; held by this process, it
 	// is live while the run is.
 	rec, err := mountrec.Create(spec.Home, mountrec.Info{Vault: spec.Vault, Mountpoint: spec.Dir, PID: os.Getpid(),
-		ReadOnly: spec.ReadOnly, StartedAt: time.Now().UTC(), Transport: Name})
+		ReadOnly: spec.ReadOnly, StartedAt: time.Now().UTC(), Transport: Name, IdleTimeoutMS: spec.IdleTimeout.Milliseconds()})
 	if err != nil {
 		_ = w.run.Discard()
 		w.release()
@@ -213,6 +217,9 @@ type workspace struct {
 	// v is the vault a run of one command keeps open from Start to
 	// Close (nil: each step opens it).
 	v *vfs.Vault
+	// onto: the workspace lingers for more runs, whose checkpoints and
+	// seals come between its persists (overlay.Run.PersistOnto).
+	onto bool
 }
 
 // Entered reports whether the workspace is mounted only where a command
@@ -270,7 +277,48 @@ func (w *workspace) Persist(ctx context.Context) error {
 	if w.spec.ReadOnly || w.run == nil {
 		return nil
 	}
-	return w.withVault(func(v *vfs.Vault) error { return w.run.Persist(v) })
+	return w.withVault(w.persist)
+}
+
+// persist ingests the upper into v, as the workspace does (onto).
+func (w *workspace) persist(v *vfs.Vault) error {
+	if w.onto {
+		return w.run.PersistOnto(v)
+	}
+	return w.run.Persist(v)
+}
+
+// PersistWith is Persist, then fn on the vault the ingest wrote, so that
+// fn (a proxy run's checkpoint or summary, asked of the serving process)
+// sees every write made in the workspace.
+func (w *workspace) PersistWith(ctx context.Context, fn func(*vfs.Vault) error) error {
+	if w.run == nil {
+		return &errs.Error{Kind: errs.IoError, Op: "overlay", Path: w.spec.Dir, Err: errors.New("the workspace has ended")}
+	}
+	return w.withVault(func(v *vfs.Vault) error {
+		if w.spec.ReadOnly {
+			return fn(v)
+		}
+		if err := w.persist(v); err != nil {
+			return err
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+		if w.onto { // fn may have frozen what the working state stands on
+			return w.run.Settle(v)
+		}
+		return nil
+	})
+}
+
+// UpperSize is the entries (files, dirs, whiteouts) and file bytes the
+// last Persist found in the upper: what each later one ingests again.
+func (w *workspace) UpperSize() (int, int64) {
+	if w.run == nil {
+		return 0, 0
+	}
+	return w.run.UpperSize()
 }
 
 // Close unmounts and ingests the upper dir in one transaction (a

@@ -53,7 +53,7 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		return nil, err
 	}
 	pid, err := mountd.Start(ctx, exe, mountd.Request{Home: spec.Home, Vault: spec.Vault, Mountpoint: spec.Dir,
-		ReadOnly: spec.ReadOnly, OwnerPID: spec.OwnerPID, Transport: t.name})
+		ReadOnly: spec.ReadOnly, OwnerPID: spec.OwnerPID, IdleTimeout: spec.IdleTimeout, Transport: t.name})
 	if err != nil {
 		return nil, err
 	}

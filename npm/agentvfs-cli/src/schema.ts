@@ -665,6 +665,8 @@ export interface ProxyExecResult {
     vault: VaultName;
     mountpoint: string | null;
     mount_reused: boolean;
+    /** the run's mount stays after it for the next run (one it reused, or one it left to linger for request.linger_ms); false: it ended with the run (--linger 0, a user's overlay run, or an overlay whose upper grew past the lingering bound) */
+    mount_lingers?: boolean;
     /** the transport that served the mount ("fuse" or "overlay"); null when the run mounted nothing */
     transport: string | null;
     /** why the run's transport was chosen (--transport auto says why overlay was or was not taken); null when the run reused a live mount or mounted nothing */

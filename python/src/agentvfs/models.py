@@ -783,6 +783,8 @@ class ProxyResult(Document):
     approval: Optional[Approval]
     error: Optional[RunError]
     undone_by: Optional[str]
+    #: the run's mount stays after it for the next run (one it reused, or one it left to linger for request.linger_ms); false: it ended with the run (--linger 0, a user's overlay run, or an overlay whose upper grew past the lingering bound)
+    mount_lingers: Optional[bool] = None
 
 
 @dataclass(frozen=True)
