@@ -46,6 +46,7 @@ type sig struct {
 	uid, gid     uint32
 	mtime, ctime int64
 	racy         bool
+	opaque       bool // a dir's overlay.opaque marker
 }
 
 func (g sig) isDir() bool { return g.mode&unix.S_IFMT == unix.S_IFDIR }
@@ -121,13 +122,17 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 		return hostErr("ingest", p, err)
 	}
 	typ := st.Mode & unix.S_IFMT
+	var rel string
+	opaque := typ == unix.S_IFDIR && in.marker(p, "opaque") == "y"
 	if in.met != nil {
-		rel := "/" + filepath.ToSlash(p[len(in.upper)+1:])
+		rel = "/" + filepath.ToSlash(p[len(in.upper)+1:])
 		g := sig{ino: st.Ino, size: uint64(st.Size), mode: st.Mode, nlink: uint32(st.Nlink), uid: st.Uid, gid: st.Gid,
-			mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+			mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), opaque: opaque}
 		g.racy = time.Unix(0, g.ctime).After(in.start.Add(-racyWindow))
 		in.met[rel] = g
-		if old, ok := in.seen[rel]; ok && typ != unix.S_IFDIR && !old.racy && old == g {
+		// Not below a dir this ingest made or emptied (fresh): the state
+		// holds nothing there, whatever an earlier ingest wrote.
+		if old, ok := in.seen[rel]; ok && !fresh && typ != unix.S_IFDIR && !old.racy && old == g {
 			return nil // the state holds it as the upper does (IngestOnto)
 		}
 	}
@@ -151,10 +156,15 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 		return nil
 	}
 	if typ == unix.S_IFDIR {
-		opaque := in.marker(p, "opaque") == "y"
 		made := !exists
+		// An opaque dir an earlier IngestOnto of this upper met as this
+		// same opaque dir holds only what that ingest wrote there: the
+		// lower's names are gone already, and emptying it again would
+		// write all of it again.
+		old, again := in.seen[rel]
+		again = again && !fresh && old.opaque && old.ino == st.Ino
 		switch {
-		case exists && cur.Type == vfs.TypeDir && opaque:
+		case exists && cur.Type == vfs.TypeDir && opaque && !again:
 			if err := in.empty(cur.Ino); err != nil {
 				return err
 			}
