@@ -48,6 +48,9 @@ type RunResult struct {
 	Vault       string
 	Mountpoint  string // "" when the run mounted nothing
 	MountReused bool   // the run used a mount that was already there
+	// MountLingers: the run's mount stays after it, warm for the next
+	// run, until idle for the run's linger (or it gives way to a write).
+	MountLingers bool
 	// Transport names what served the workspace ("fuse", "overlay"); ""
 	// when the run mounted nothing. TransportReason says why it was chosen.
 	Transport       string
@@ -326,7 +329,7 @@ func envelope(e *proxy.Envelope) *Envelope {
 			Command: q.Command, Shell: q.CommandMode == "shell", Timeout: ms(q.TimeoutMs), Grace: ms(q.GraceMs),
 			MaxOutput: q.MaxOutput, Stdin: q.Stdin, EnvKeys: q.EnvKeys, Approval: str(q.Approval), Isolate: IsolateMode(q.Isolate),
 			Changes: ChangesMode(q.Changes)},
-		Result: RunResult{Vault: r.Vault, Mountpoint: str(r.Mountpoint), MountReused: r.MountReused, Transport: str(r.Transport), TransportReason: str(r.TransportReason), Cwd: r.Cwd,
+		Result: RunResult{Vault: r.Vault, Mountpoint: str(r.Mountpoint), MountReused: r.MountReused, MountLingers: r.MountLingers, Transport: str(r.Transport), TransportReason: str(r.TransportReason), Cwd: r.Cwd,
 			Command: r.Command, ExitCode: r.ExitCode, Signal: str(r.Signal), Stdout: r.Stdout, Stderr: r.Stderr,
 			StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, StdoutBytes: r.StdoutBytes,
 			StderrBytes: r.StderrBytes, Duration: ms(r.DurationMs), ChangedFiles: r.ChangedFiles, ChangesTruncated: r.ChangesTruncated,
