@@ -248,7 +248,7 @@ git add -A && git commit -qm init`
 	}
 	for _, w := range loads {
 		if w.warm {
-			if err := warmRow(cfg, reps, w.name, w.target, w.script, nativeDir, npmEnv, resetNative, avfs, runAs); err != nil {
+			if err := warmRow(cfg, reps, w.name, w.target, w.script, func() string { return nativeDir }, npmEnv, resetNative, avfs, runAs); err != nil {
 				return err
 			}
 		}

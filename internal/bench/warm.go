@@ -15,11 +15,11 @@ import (
 // runs its reps in a block of its own (a run on another transport ends
 // the lingering mount), each rep beside a native run, in alternating
 // order, and its ratio is to that native run.
-func warmRow(cfg Config, reps int, name, target, script, nativeDir string, env []string, reset func() error,
+func warmRow(cfg Config, reps int, name, target, script string, nativeDir func() string, env []string, reset func() error,
 	avfs func(...string) ([]byte, error), runAs func(tr string, lingering bool, script string) (transportEnvelope, error)) error {
 	native := func() (time.Duration, error) {
 		start := time.Now()
-		err := shEnv(nativeDir, env, script)
+		err := shEnv(nativeDir(), env, script) // reset names a new tree
 		return time.Since(start), err
 	}
 	var nats []time.Duration
