@@ -112,10 +112,14 @@ type memo struct {
 	at     map[string]*inode // what lookup found at a path (nil: nothing)
 }
 
+func newMemo(t *Tx) *memo {
+	return &memo{t: t, inodes: map[Ino]*inode{}, paths: map[Ino]string{}, at: map[string]*inode{}}
+}
+
 func (d *differ) memo(t *Tx) *memo {
 	m := d.memos[t]
 	if m == nil {
-		m = &memo{t: t, inodes: map[Ino]*inode{}, paths: map[Ino]string{}, at: map[string]*inode{}}
+		m = newMemo(t)
 		if d.memos == nil {
 			d.memos = map[*Tx]*memo{}
 		}

@@ -142,32 +142,7 @@ func (t *Tx) ResolveParent(p string) (Ino, string, error) {
 
 // PathOf returns a path of inode ino in this state: its first name, and
 // its parents' names up to the root.
-func (t *Tx) PathOf(ino Ino) (string, error) {
-	var parts []string
-	for ino != RootIno {
-		n, err := t.inode(ino)
-		if err != nil {
-			return "", err
-		}
-		if len(n.links) == 0 {
-			return "", errs.E("path", "", syscall.ENOENT)
-		}
-		if len(parts) > 4096 {
-			return "", corruptf("inode %d: parent chain does not reach the root", ino)
-		}
-		parts = append(parts, n.links[0].Name)
-		ino = n.links[0].Parent
-	}
-	var b strings.Builder
-	for i := len(parts) - 1; i >= 0; i-- {
-		b.WriteString("/")
-		b.WriteString(parts[i])
-	}
-	if b.Len() == 0 {
-		return "/", nil
-	}
-	return b.String(), nil
-}
+func (t *Tx) PathOf(ino Ino) (string, error) { return newMemo(t).pathOf(ino) }
 
 // MkdirAll creates directory p and any missing parents, like mkdir -p.
 func (t *Tx) MkdirAll(p string, mode uint32) (Attr, error) {
