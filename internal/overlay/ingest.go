@@ -122,8 +122,15 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 		return hostErr("ingest", p, err)
 	}
 	typ := st.Mode & unix.S_IFMT
+	// One listing of p's xattrs tells its overlay markers and what the
+	// vault keeps (each marker's getxattr cost 2 µs a name, a fifth of an
+	// ingest of new files).
+	xs, err := listXattrs(p)
+	if err != nil {
+		return hostErr("ingest", p, err)
+	}
 	var rel string
-	opaque := typ == unix.S_IFDIR && in.marker(p, "opaque") == "y"
+	opaque := typ == unix.S_IFDIR && in.has(xs, "opaque") && in.marker(p, "opaque") == "y"
 	if in.met != nil {
 		rel = "/" + filepath.ToSlash(p[len(in.upper)+1:])
 		g := sig{ino: st.Ino, size: uint64(st.Size), mode: st.Mode, nlink: uint32(st.Nlink), uid: st.Uid, gid: st.Gid,
@@ -139,15 +146,13 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 	var cur vfs.Attr
 	exists := false
 	if !fresh {
-		var err error
 		cur, err = in.tx.Lookup(dir, name)
 		exists = err == nil
 		if err != nil && !errs.Is(err, errs.NotFound) {
 			return err
 		}
 	}
-	var err error
-	if in.isWhiteout(p, &st) {
+	if in.isWhiteout(&st, xs) {
 		if exists {
 			n, err := in.tx.RemoveAll(dir, name)
 			in.st.Deleted += n
@@ -184,7 +189,7 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 		if err != nil {
 			return err
 		}
-		return in.meta(p, cur.Ino, &st, !exists)
+		return in.meta(p, cur.Ino, &st, !exists, xs)
 	}
 	key := [2]uint64{uint64(st.Dev), st.Ino}
 	if st.Nlink > 1 {
@@ -201,15 +206,15 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 			return err
 		}
 	}
-	if typ == unix.S_IFREG && in.hasMarker(p, "metacopy") {
-		ino, err := in.metacopy(p, dir, name, cur, exists, &st)
+	if typ == unix.S_IFREG && in.has(xs, "metacopy") {
+		ino, err := in.metacopy(p, dir, name, cur, exists, &st, xs)
 		if err != nil {
 			return err
 		}
 		if st.Nlink > 1 {
 			in.links[key] = ino
 		}
-		return in.meta(p, ino, &st, false)
+		return in.meta(p, ino, &st, false, xs)
 	}
 	// A vault inode with other names keeps their content: overlayfs
 	// broke the link at copy-up, so this name becomes a file of its own.
@@ -242,7 +247,7 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 	if st.Nlink > 1 {
 		in.links[key] = cur.Ino
 	}
-	return in.meta(p, cur.Ino, &st, !exists)
+	return in.meta(p, cur.Ino, &st, !exists, xs)
 }
 
 // accessible runs fn with p's mode opened to its owner by need (bits),
@@ -269,8 +274,8 @@ func (in *ingester) accessible(p string, st *unix.Stat_t, need uint32, fn func()
 // chunks, as a copy-up breaks the link). One with a redirect (renamed
 // while metadata-only) or with nothing below is refused: its data is not
 // at its name.
-func (in *ingester) metacopy(p string, dir vfs.Ino, name string, cur vfs.Attr, exists bool, st *unix.Stat_t) (vfs.Ino, error) {
-	if in.hasMarker(p, "redirect") || !exists || cur.Type != vfs.TypeFile {
+func (in *ingester) metacopy(p string, dir vfs.Ino, name string, cur vfs.Attr, exists bool, st *unix.Stat_t, xs []string) (vfs.Ino, error) {
+	if in.has(xs, "redirect") || !exists || cur.Type != vfs.TypeFile {
 		return 0, &errs.Error{Kind: errs.InvalidInput, Op: "ingest", Path: p,
 			Err:  errors.New("a metadata-only copy-up whose data is not at its name in the state below"),
 			Hint: "mount the overlay with redirect_dir=off (Mount does)"}
@@ -361,9 +366,10 @@ func (in *ingester) content(p string, cur vfs.Attr, st *unix.Stat_t) error {
 	return nil
 }
 
-// meta sets mode, owner, times and xattrs of ino from the host's p.
-// made: ino was made by this ingest, so it has no xattrs yet.
-func (in *ingester) meta(p string, ino vfs.Ino, st *unix.Stat_t, made bool) error {
+// meta sets mode, owner, times and xattrs of ino from the host's p,
+// whose xattrs are named xs. made: ino was made by this ingest, so it has
+// no xattrs yet.
+func (in *ingester) meta(p string, ino vfs.Ino, st *unix.Stat_t, made bool, xs []string) error {
 	cur, err := in.tx.GetAttr(ino)
 	if err != nil {
 		return err
@@ -390,17 +396,14 @@ func (in *ingester) meta(p string, ino vfs.Ino, st *unix.Stat_t, made bool) erro
 			return err
 		}
 	}
-	return in.xattrs(p, ino, made)
+	return in.xattrs(p, ino, made, xs)
 }
 
-// xattrs makes ino's xattrs those of p, without the overlay's markers.
-func (in *ingester) xattrs(p string, ino vfs.Ino, made bool) error {
-	host, err := listXattrs(p)
-	if err != nil {
-		return hostErr("ingest", p, err)
-	}
+// xattrs makes ino's xattrs those of p (named xs), without the overlay's
+// markers.
+func (in *ingester) xattrs(p string, ino vfs.Ino, made bool, xs []string) error {
 	want := map[string][]byte{}
-	for _, n := range host {
+	for _, n := range xs {
 		if isOverlayXattr(n) {
 			continue
 		}
@@ -441,24 +444,21 @@ func (in *ingester) xattrs(p string, ino vfs.Ino, made bool) error {
 	return nil
 }
 
-func (in *ingester) isWhiteout(p string, st *unix.Stat_t) bool {
+// isWhiteout tells whether a name of stat data st and xattrs xs is a
+// whiteout: a c 0 0 device, or an empty file marked overlay.whiteout.
+func (in *ingester) isWhiteout(st *unix.Stat_t, xs []string) bool {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFCHR:
 		return st.Rdev == 0
 	case unix.S_IFREG:
-		if st.Size != 0 {
-			return false
-		}
-		_, err := getXattr(p, in.f.prefix()+"whiteout")
-		return err == nil
+		return st.Size == 0 && in.has(xs, "whiteout")
 	}
 	return false
 }
 
-// hasMarker reports whether p carries the overlay marker xattr name.
-func (in *ingester) hasMarker(p, name string) bool {
-	_, err := getXattr(p, in.f.prefix()+name)
-	return err == nil
+// has reports whether the xattr names xs hold the overlay marker name.
+func (in *ingester) has(xs []string, name string) bool {
+	return slices.Contains(xs, in.f.prefix()+name)
 }
 
 // marker is the value of the overlay marker xattr name on p, or "".

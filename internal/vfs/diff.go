@@ -448,6 +448,7 @@ func (d *differ) subtree(t *Tx, p string, n *inode, kind ChangeKind) error {
 			return err
 		}
 		cp := joinPath(p, e.Name)
+		d.visited[cp] = true // reported here: the paths left need no lookup
 		if kind == Added {
 			d.add(cp, kind, nil, c)
 		} else {
