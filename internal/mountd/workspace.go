@@ -80,6 +80,35 @@ type UpperSize struct {
 	Bytes   int64 `json:"bytes"`
 }
 
+// Readlinker is a workspace that reads a symlink of its live tree
+// itself (an overlay's merged dir), so that a question about the tree
+// needs no Persist first.
+type Readlinker interface {
+	// Readlink is the target of the symlink at vault path p, resolved as
+	// the vault resolves it; ok is false when p is not a symlink.
+	Readlink(p string) (target string, ok bool, err error)
+}
+
+// Link is the reply of the control op "readlink": the symlink's target
+// (OK false: the path is not a symlink).
+type Link struct {
+	Target string `json:"target"`
+	OK     bool   `json:"ok"`
+}
+
+type readlinkArgs struct {
+	Path string `json:"path"`
+}
+
+// WorkspaceReadlink asks the server of the workspace at mnt for the
+// symlink at vault path p of its live tree (Readlinker); a workspace
+// that cannot say gives an InvalidInput error.
+func WorkspaceReadlink(h *registry.Home, mnt, p string) (Link, error) {
+	var l Link
+	err := Call(h, mnt, "readlink", readlinkArgs{Path: p}, &l)
+	return l, err
+}
+
 // WorkspaceUpper asks the server of the workspace at mnt what its last
 // Persist ingested (UpperSizer); a workspace that does not say gives an
 // InvalidInput error.
@@ -141,6 +170,21 @@ func ServeWorkspace(ctx context.Context, h *registry.Home, ws transport.Workspac
 						Err: errors.New("only a mount started with an idle timeout gives way")}
 				}
 				return nil, end(unmountArgs{})
+			},
+			"readlink": func(raw json.RawMessage) (any, error) {
+				rl, ok := ws.(Readlinker)
+				if !ok {
+					return nil, errs.New(errs.InvalidInput, "readlink", "the %s transport answers readlink after a persist (proxy.readlink)", in.Transport)
+				}
+				var a readlinkArgs
+				if err := json.Unmarshal(raw, &a); err != nil {
+					return nil, errs.New(errs.InvalidInput, "readlink", "bad arguments: %v", err)
+				}
+				activity.Add(1)
+				mu.Lock() // not while an end unmounts the tree
+				defer mu.Unlock()
+				t, ok, err := rl.Readlink(a.Path)
+				return Link{Target: t, OK: ok}, err
 			},
 			"upper": func(json.RawMessage) (any, error) {
 				us, ok := ws.(UpperSizer)

@@ -122,12 +122,19 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 		return hostErr("ingest", p, err)
 	}
 	typ := st.Mode & unix.S_IFMT
-	// One listing of p's xattrs tells its overlay markers and what the
-	// vault keeps (each marker's getxattr cost 2 µs a name, a fifth of an
-	// ingest of new files).
-	xs, err := listXattrs(p)
-	if err != nil {
+	// One listing of p's xattrs tells its overlay markers and the xattrs
+	// the vault keeps (a getxattr a marker cost 2 µs a name, a fifth of an
+	// ingest of new files). A dir's is listed first (its sig says whether
+	// it is opaque), another name's only once IngestOnto did not skip it.
+	var xs []string
+	list := func() (err error) {
+		xs, err = listXattrs(p)
 		return hostErr("ingest", p, err)
+	}
+	if typ == unix.S_IFDIR {
+		if err := list(); err != nil {
+			return err
+		}
 	}
 	var rel string
 	opaque := typ == unix.S_IFDIR && in.has(xs, "opaque") && in.marker(p, "opaque") == "y"
@@ -143,7 +150,13 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 			return nil // the state holds it as the upper does (IngestOnto)
 		}
 	}
+	if typ != unix.S_IFDIR {
+		if err := list(); err != nil {
+			return err
+		}
+	}
 	var cur vfs.Attr
+	var err error
 	exists := false
 	if !fresh {
 		cur, err = in.tx.Lookup(dir, name)

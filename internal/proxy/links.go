@@ -12,23 +12,22 @@ import (
 // ".." are judged where they lead in the mount (a -> . makes a/.. the
 // parent of the working directory, not the working directory). A live
 // read-write mount's server answers (it holds every write made through
-// it); else the vault is opened here on the first question, after other
-// mounts have persisted what they buffer. When neither can answer, every
+// it): a lingering overlay's from its merged dir, a FUSE mount's from the
+// vault, its writes flushed; else the vault is opened here on the first
+// question, after other mounts have persisted what they buffer. When neither can answer, every
 // name is taken for a link to ".", so any ".." climbs: the strict reading.
 type vaultLinks struct {
 	rt     *Runtime
 	vault  string
 	asked  bool
 	mnt    string // the live mount whose server answers, or ""
+	merged bool   // mnt is an overlay's merged dir, whose server reads it
 	v      *vfs.Vault
 	failed bool
 	cache  map[string]link
 }
 
-type link struct {
-	Target string `json:"target"`
-	OK     bool   `json:"ok"`
-}
+type link = mountd.Link
 
 type readlinkArgs struct {
 	Path string `json:"path"`
@@ -55,6 +54,13 @@ func (l *vaultLinks) readlink(p string) (link, error) {
 	if !l.asked {
 		l.asked = true
 		l.mnt = l.rt.liveMount(l.vault)
+		l.merged = l.mnt != "" && l.rt.transportOf(l.mnt) == transportOverlay
+	}
+	if l.merged {
+		// The merged dir is the live state: no ingest before the answer.
+		if c, err := mountd.WorkspaceReadlink(l.rt.Home, l.mnt, p); err == nil {
+			return c, nil
+		}
 	}
 	if l.mnt != "" {
 		var c link

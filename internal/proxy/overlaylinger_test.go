@@ -248,3 +248,25 @@ func checkGone(t *testing.T, rec mountrec.Info) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestLingeringOverlayAnswersLinks: the classifier's questions about
+// symlinks are answered by a lingering overlay's server from its merged
+// dir, the live state: a link the last run made, and one made in the
+// merged dir since, are both seen, and a real directory is one.
+func TestLingeringOverlayAnswersLinks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, m := lingeringOverlay(t, e, "30s", "ln -s . b && mkdir d")
+	if err := os.Symlink(".", filepath.Join(m.Mountpoint, "c")); err != nil {
+		t.Fatal(err)
+	}
+	for _, cwd := range []string{"b/b/b", "c/c"} {
+		env := e.exec(14, "", "--cwd", cwd, "--", "cat", "../etc/shadow")
+		if env.Result.Decision.Action != "deny" || !strings.Contains(env.Result.Decision.Reason, "climbs above the workspace root") {
+			t.Errorf("--cwd %s, cat ../etc/shadow: %+v", cwd, env.Result.Decision)
+		}
+	}
+	if env := e.exec(0, "", "--cwd", "d", "--", "ls", "../b/d"); env.Result.Decision.Action != "allow" || !env.Result.MountReused {
+		t.Errorf("ls ../b/d from d: reused %v, %+v", env.Result.MountReused, env.Result.Decision)
+	}
+}

@@ -312,6 +312,16 @@ func (w *workspace) PersistWith(ctx context.Context, fn func(*vfs.Vault) error) 
 	})
 }
 
+// Readlink reads the symlink at vault path p in the merged dir, the live
+// state (mountd.Readlinker).
+func (w *workspace) Readlink(p string) (string, bool, error) {
+	if w.run == nil || w.Entered() {
+		return "", false, &errs.Error{Kind: errs.IoError, Op: "readlink", Path: w.spec.Dir,
+			Err: errors.New("the workspace is not mounted here")}
+	}
+	return overlay.Readlink(w.spec.Dir, p)
+}
+
 // UpperSize is the entries (files, dirs, whiteouts) and file bytes the
 // last Persist found in the upper: what each later one ingests again.
 func (w *workspace) UpperSize() (int, int64) {
