@@ -125,6 +125,15 @@ func (c *Cache) Prepare(ctx context.Context, v *vfs.Vault, base uint64, lease *L
 		p.Lowers, p.Top, p.Ms = lowers, key, since(start)
 		return p, nil
 	}
+	// A stack too deep becomes one delta over its base (merge.go).
+	if st, ok, err := c.mergeDeltas(key); err != nil {
+		return p, err
+	} else if ok {
+		if lowers, ok := c.stack(key, lease); ok {
+			p.Lowers, p.Top, p.Built, p.Stats, p.Ms = lowers, key, true, st, since(start)
+			return p, nil
+		}
+	}
 	// An entry that cannot be stacked (a delta too deep, or whose parent
 	// was pruned) gives way to a squashed base of the same state.
 	if err := c.Drop(key); err != nil {
@@ -163,39 +172,58 @@ func (c *Cache) layout() (Layout, error) {
 // first, each leased, or false when one is missing, of another format or
 // layout, or the stack is deeper than MaxDepth.
 func (c *Cache) stack(key string, lease *Lease) ([]string, bool) {
-	var out []string
-	var held []*os.File
-	fail := func() ([]string, bool) {
-		for _, f := range held {
-			f.Close()
-		}
-		return nil, false
-	}
 	max := c.MaxDepth
 	if max <= 0 {
 		max = 32
 	}
+	var held Lease
+	keys, _, ok := c.chain(key, max, &held)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = c.Tree(k)
+	}
+	now := time.Now()
+	for _, f := range held.files {
+		_ = os.Chtimes(f.Name(), now, now) // the LRU's clock
+	}
+	lease.files = append(lease.files, held.files...)
+	return out, true
+}
+
+// chain leases entry key and every entry below it and returns their keys
+// and metas, newest first, or false (nothing leased) when one is missing,
+// of another format or layout, or more than max deltas deep (max 0: no
+// bound).
+func (c *Cache) chain(key string, max int, lease *Lease) ([]string, []entryMeta, bool) {
+	var keys []string
+	var metas []entryMeta
+	var held []*os.File
 	for k := key; k != ""; {
-		if len(out) > max {
-			return fail()
+		if max > 0 && len(keys) > max {
+			for _, f := range held {
+				f.Close()
+			}
+			return nil, nil, false
 		}
 		f, m, err := c.open(k)
 		if err != nil || m.Format != c.Format || layoutOf(m.Layout) != layoutOf(c.Layout) {
 			if f != nil {
 				f.Close()
 			}
-			return fail()
+			for _, f := range held {
+				f.Close()
+			}
+			return nil, nil, false
 		}
 		held = append(held, f)
-		out = append(out, c.Tree(k))
+		keys, metas = append(keys, k), append(metas, m)
 		k = m.Parent
 	}
-	now := time.Now()
-	for _, f := range held {
-		_ = os.Chtimes(f.Name(), now, now) // the LRU's clock
-	}
 	lease.files = append(lease.files, held...)
-	return out, true
+	return keys, metas, true
 }
 
 func layoutOf(l Layout) Layout {

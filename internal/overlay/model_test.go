@@ -29,10 +29,12 @@ func testModelRoundTrip(t *testing.T, l Layout) {
 	rapid.Check(t, func(rt *rapid.T) {
 		v, _ := newVault(t, vfs.Quota{})
 		c := newCache(t, l)
+		// A shallow bound makes later runs merge the deltas (or squash).
+		c.MaxDepth = rapid.IntRange(1, 3).Draw(rt, "maxDepth")
 		native := t.TempDir()
 		sampleTree(t, native)
 		importDir(t, v, native)
-		runs := rapid.IntRange(1, 3).Draw(rt, "runs")
+		runs := rapid.IntRange(1, 4).Draw(rt, "runs")
 		for r := range runs {
 			cp := fmt.Sprintf("cp%d", r)
 			if _, err := v.SaveCheckpoint(cp, ""); err != nil {

@@ -5,6 +5,7 @@ package overlay
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -82,7 +83,10 @@ func newCache(t testing.TB, l Layout) *Cache {
 // TestRunRoundTrip runs the changes a command makes on an overlay over a
 // vault's checkpoint, ingests them, and checks the vault then holds what
 // the mount showed; a second run stands on the first run's upper dir and
-// materializes nothing.
+// materializes nothing. Past MaxDepth deltas the deltas are merged into
+// one over the base (twice, the second time with a merged delta among
+// them), and a stack whose deltas hold more names than its base is
+// squashed from the vault.
 func TestRunRoundTrip(t *testing.T) { forLayouts(t, testRunRoundTrip) }
 
 func testRunRoundTrip(t *testing.T, l Layout) {
@@ -92,9 +96,19 @@ func testRunRoundTrip(t *testing.T, l Layout) {
 	c.MaxDepth = 2
 	src := t.TempDir()
 	sampleTree(t, src)
+	// A base of more names than the first deltas hold, so that they are
+	// merged, not squashed.
+	if err := os.Mkdir(filepath.Join(src, "bulk"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := os.WriteFile(filepath.Join(src, "bulk", fmt.Sprint(i)), []byte("b"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	importDir(t, v, src)
 
-	for round := range 4 {
+	for round := range 8 {
 		cp := "cp" + string(rune('0'+round))
 		if _, err := v.SaveCheckpoint(cp, ""); err != nil {
 			t.Fatal(err)
@@ -109,9 +123,12 @@ func testRunRoundTrip(t *testing.T, l Layout) {
 		if (round == 1 || round == 2) && (run.Prepared.Built || len(run.Prepared.Lowers) != round+1) {
 			t.Fatalf("run %d: built %v with %d lowers, want the earlier uppers reused", round, run.Prepared.Built, len(run.Prepared.Lowers))
 		}
-		// Past MaxDepth deltas the state is squashed into a new base.
-		if round == 3 && (!run.Prepared.Built || len(run.Prepared.Lowers) != 1) {
-			t.Fatalf("run %d: built %v with %d lowers, want a squashed base", round, run.Prepared.Built, len(run.Prepared.Lowers))
+		want := map[int]struct {
+			built  bool
+			lowers int
+		}{3: {true, 2}, 4: {false, 3}, 5: {true, 2}, 6: {false, 3}, 7: {true, 1}}
+		if w, ok := want[round]; ok && (run.Prepared.Built != w.built || len(run.Prepared.Lowers) != w.lowers) {
+			t.Fatalf("run %d: built %v with %d lowers, want built %v with %d", round, run.Prepared.Built, len(run.Prepared.Lowers), w.built, w.lowers)
 		}
 		m := func(s string) string { return filepath.Join(run.Merged, s) }
 		must := func(err error) {
@@ -150,6 +167,29 @@ func testRunRoundTrip(t *testing.T, l Layout) {
 			must(os.RemoveAll(m("src")))
 		case 3:
 			must(os.WriteFile(m("after-squash"), []byte("s"), 0o600))
+			must(os.Remove(m("fifo"))) // a name of the base, through the merged delta
+			must(os.RemoveAll(m("bulk"))) // an opaque dir, below a delta that keeps it open
+			must(os.Mkdir(m("bulk"), 0o755))
+			must(os.WriteFile(m("bulk/new"), []byte("n"), 0o644))
+			must(os.MkdirAll(m("d3/sub"), 0o755))
+			must(os.WriteFile(m("d3/sub/f"), []byte("f"), 0o644))
+		case 4:
+			must(os.MkdirAll(m("src/again"), 0o755)) // over the whiteout of round 2
+			must(os.WriteFile(m("src/again/f"), []byte("f"), 0o644))
+			must(os.Chmod(m("d3"), 0o711)) // a dir's attributes: its names below still show
+			must(os.WriteFile(m("d3/new"), []byte("n"), 0o644))
+			must(os.WriteFile(m("bulk/new2"), []byte("n"), 0o644))
+			must(os.Remove(m("after-squash")))
+		case 5: // more names than the base holds
+			must(os.Mkdir(m("many"), 0o755))
+			for i := range 150 {
+				must(os.WriteFile(m(fmt.Sprintf("many/f%d", i)), []byte("m"), 0o644))
+			}
+		case 6:
+			must(os.WriteFile(m("many/f1"), []byte("rewritten"), 0o644))
+			must(os.RemoveAll(m("src")))
+		case 7:
+			must(os.WriteFile(m("after-the-squash"), []byte("s"), 0o600))
 		}
 		before := snapshot(t, run.Merged, snapOpts{times: true})
 		fin, err := run.Finish(v)
