@@ -167,7 +167,7 @@ func testRunRoundTrip(t *testing.T, l Layout) {
 			must(os.RemoveAll(m("src")))
 		case 3:
 			must(os.WriteFile(m("after-squash"), []byte("s"), 0o600))
-			must(os.Remove(m("fifo"))) // a name of the base, through the merged delta
+			must(os.Remove(m("fifo")))    // a name of the base, through the merged delta
 			must(os.RemoveAll(m("bulk"))) // an opaque dir, below a delta that keeps it open
 			must(os.Mkdir(m("bulk"), 0o755))
 			must(os.WriteFile(m("bulk/new"), []byte("n"), 0o644))
