@@ -17,6 +17,7 @@ import (
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
+	"github.com/agentvfs/agentvfs/internal/overlay"
 	"github.com/agentvfs/agentvfs/internal/proxy"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/transport"
@@ -152,7 +153,7 @@ says why.`,
 			if t.Name() == transport.Overlay && sa.idle > 0 {
 				return nil, invalidf("mount", "an overlay mount has no --idle-timeout: nothing sees it used; unmount it")
 			}
-			ws, err := t.Start(a.ctx, transport.Spec{Home: h, Vault: name, Dir: mnt, ReadOnly: sa.readonly,
+			ws, err := t.Start(a.materializing(a.ctx), transport.Spec{Home: h, Vault: name, Dir: mnt, ReadOnly: sa.readonly,
 				OwnerPID: sa.owner, IdleTimeout: sa.idle})
 			if err != nil {
 				return nil, err
@@ -219,7 +220,14 @@ func (a *app) serveWorkspace(h *registry.Home, name, mnt string, sa serverArgs, 
 	if !sa.readonly {
 		h.BeforeOpen = nil // its own flush is the persist
 	}
-	ws, err := a.startOverlay(ctx, h, name, mnt, sa)
+	// The first materializing is reported to the process that waits for
+	// the mount (each report also tells it this one is alive), or drawn
+	// here on a terminal when none waits.
+	start := a.materializing(ctx)
+	if ready != nil {
+		start = overlay.WithProgress(ctx, ready.Progress)
+	}
+	ws, err := a.startOverlay(start, h, name, mnt, sa)
 	if err != nil {
 		ready.Fail(err)
 		return nil, err

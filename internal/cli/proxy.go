@@ -183,7 +183,7 @@ refuses then (IsolationUnavailable, exit 17) before anything is touched.`,
 			case live:
 				req.Stdout, req.Stderr = a.env.Stdout, a.env.Stderr
 			}
-			env, err := rt.Exec(a.ctx, req)
+			env, err := rt.Exec(a.materializing(a.ctx), req)
 			if events != nil {
 				events.flush()
 			}

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentvfs/agentvfs/internal/overlay"
 	"github.com/agentvfs/agentvfs/internal/refs"
 	"github.com/agentvfs/agentvfs/internal/registry"
 	"github.com/agentvfs/agentvfs/internal/vfs"
@@ -185,8 +188,12 @@ func (p *progress) draw() {
 	frac = min(max(frac, 0), 1)
 	const width = 24
 	n := int(frac * width)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%%  %d/%d files  %s/%s\x1b[K", p.label, strings.Repeat("#", n),
-		strings.Repeat("-", width-n), frac*100, p.files, p.total, sizeString(p.bytes), sizeString(p.size))
+	sizes := ""
+	if p.size > 0 || p.bytes > 0 {
+		sizes = "  " + sizeString(p.bytes) + "/" + sizeString(p.size)
+	}
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3.0f%%  %d/%d files%s\x1b[K", p.label, strings.Repeat("#", n),
+		strings.Repeat("-", width-n), frac*100, p.files, p.total, sizes)
 	p.drawn = true
 }
 
@@ -194,5 +201,28 @@ func (p *progress) draw() {
 func (p *progress) done() {
 	if p.drawn {
 		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
 	}
+}
+
+// materializing gives ctx a progress bar for the overlay's materializing
+// of a state's layers (overlay.WithProgress), cleared by its last report:
+// a first run on a large vault writes its files for seconds before the
+// command starts.
+func (a *app) materializing(ctx context.Context) context.Context {
+	p := a.newProgress("avfs: materializing the vault's layers")
+	if !p.on {
+		return ctx
+	}
+	var mu sync.Mutex
+	return overlay.WithProgress(ctx, func(done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if done >= total {
+			p.done()
+			return
+		}
+		p.files, p.total = done, total
+		p.add(0, 0)
+	})
 }

@@ -162,3 +162,40 @@ func TestInterrupted(t *testing.T) {
 		t.Errorf("exit %d, output %s", code, out.String())
 	}
 }
+
+// TestMaterializingProgress: a first overlay run on a vault of thousands
+// of files draws its materializing on a terminal's stderr, and clears the
+// bar before the run's own lines (newProgress draws nothing with --json
+// or off a terminal, TestProgressBar).
+func TestMaterializingProgress(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("overlay mounts need root")
+	}
+	// Not parallel: it changes progressDelay, which parallel tests read.
+	old := progressDelay
+	progressDelay = 0
+	defer func() { progressDelay = old }()
+	r := newRunner(t)
+	r.env["XDG_RUNTIME_DIR"] = t.TempDir() // a layer cache of this test's own
+	src := t.TempDir()
+	for d := range 30 {
+		dir := filepath.Join(src, fmt.Sprint("d", d))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f := range 200 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(f)), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.ok("vault", "create", "a")
+	r.ok("--vault", "a", "import", src, "/t")
+	r.term = true
+	code, stdout, stderr := r.run("", "--vault", "a", "proxy", "exec", "--isolate", "off", "--transport", "overlay", "--linger", "0", "--", "echo", "ran")
+	const bar = "avfs: materializing the vault's layers ["
+	last := strings.LastIndex(stderr, bar)
+	if code != 0 || last < 0 || !strings.Contains(stderr[last:], "\x1b[K\r\x1b[Kavfs proxy: run") || stdout != "ran\n" {
+		t.Errorf("first overlay run on a terminal: exit %d, stdout %q, stderr %q; want the bar drawn and cleared", code, stdout, stderr)
+	}
+}

@@ -30,18 +30,31 @@ type Request struct {
 	// Transport is what the process serves ("" or "fuse": a FUSE mount;
 	// another name: that transport's workspace, ServeWorkspace).
 	Transport string
+	// Progress hears what the process reports of its start while it
+	// prepares (an overlay's first materializing), nil: nobody asks.
+	Progress func(done, total int)
 }
 
 // ReadyTimeout bounds the wait for a serving process to report the mount
-// ready.
+// ready, or, while it prepares, the next sign that it moves on: an
+// overlay's first run on a large vault materializes for longer.
 const ReadyTimeout = 30 * time.Second
 
-// readyMsg is what a serving process reports on its ready pipe, one JSON
-// line: the mount is ready, or why it failed.
+// readyMsg is what a serving process reports on its ready pipe, JSON
+// lines: any number of progress reports, then that the mount is ready,
+// or why it failed.
 type readyMsg struct {
-	Ready   bool       `json:"ready"`
-	PID     int        `json:"pid"`
-	Failure *wireError `json:"failure,omitempty"`
+	Ready    bool       `json:"ready"`
+	PID      int        `json:"pid"`
+	Failure  *wireError `json:"failure,omitempty"`
+	Progress *progress  `json:"progress,omitempty"`
+}
+
+// progress is a report of a start under way: names written of about
+// total.
+type progress struct {
+	Done  int `json:"done"`
+	Total int `json:"total"`
 }
 
 // Start runs `exe mount --foreground --ready-fd 3 …` in a new session,
@@ -105,7 +118,7 @@ func Start(ctx context.Context, exe string, r Request) (int, error) {
 	}
 	ready := make(chan report, 1)
 	go func() {
-		msg, err := readReady(pr, ReadyTimeout)
+		msg, err := readReady(pr, ReadyTimeout, r.Progress)
 		ready <- report{msg, err}
 	}()
 	var msg readyMsg
@@ -135,24 +148,34 @@ func Start(ctx context.Context, exe string, r Request) (int, error) {
 	return msg.PID, nil
 }
 
-// readReady reads the serving process's report.
-func readReady(r *os.File, timeout time.Duration) (readyMsg, error) {
-	_ = r.SetReadDeadline(time.Now().Add(timeout))
-	var msg readyMsg
-	line, err := bufio.NewReader(r).ReadBytes('\n')
-	if err == nil {
-		err = json.Unmarshal(line, &msg)
+// readReady reads the serving process's report, passing its progress
+// reports to progress (when not nil); each one gives it timeout more.
+func readReady(r *os.File, timeout time.Duration, progress func(done, total int)) (readyMsg, error) {
+	br := bufio.NewReader(r)
+	for {
+		_ = r.SetReadDeadline(time.Now().Add(timeout))
+		var msg readyMsg
+		line, err := br.ReadBytes('\n')
+		if err == nil {
+			err = json.Unmarshal(line, &msg)
+		}
+		if err != nil {
+			return msg, &errs.Error{Kind: MountFailed, Op: "mount",
+				Err:  fmt.Errorf("the serving process did not report the mount ready: %v", err),
+				Hint: "see the mount's log under $AVFS_HOME/mounts/"}
+		}
+		if msg.Progress == nil {
+			return msg, nil
+		}
+		if progress != nil {
+			progress(msg.Progress.Done, msg.Progress.Total)
+		}
 	}
-	if err != nil {
-		return msg, &errs.Error{Kind: MountFailed, Op: "mount",
-			Err:  fmt.Errorf("the serving process did not report the mount ready: %v", err),
-			Hint: "see the mount's log under $AVFS_HOME/mounts/"}
-	}
-	return msg, nil
 }
 
 // Reporter is the serving process's end of the ready pipe: it reports
-// once, that the mount is ready or why it failed, and closes the pipe.
+// progress while the mount starts, then once that it is ready or why it
+// failed, and closes the pipe.
 // A nil Reporter (a server started by hand) reports nothing.
 type Reporter struct{ f *os.File }
 
@@ -166,6 +189,16 @@ func NewReporter(fd int) *Reporter {
 
 // Ready reports the mount served by this process.
 func (r *Reporter) Ready() { r.send(readyMsg{Ready: true, PID: os.Getpid()}) }
+
+// Progress reports a start under way (an overlay.Progress), and keeps
+// the pipe open for the report that ends it.
+func (r *Reporter) Progress(done, total int) {
+	if r == nil || r.f == nil {
+		return
+	}
+	b, _ := json.Marshal(readyMsg{Progress: &progress{Done: done, Total: total}})
+	_, _ = r.f.Write(append(b, '\n'))
+}
 
 // Fail reports why the mount failed, typed.
 func (r *Reporter) Fail(err error) { r.send(readyMsg{Failure: toWire(err)}) }

@@ -2,8 +2,10 @@ package mountd
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,4 +67,62 @@ func containsZombie(stat []byte) bool {
 		}
 	}
 	return false
+}
+
+// TestStartRelaysProgress: a server that reports progress while it
+// prepares (an overlay's first materializing) has each report passed on
+// to Request.Progress, and each gives it ReadyTimeout more: readReady
+// waits past the timeout as long as reports come.
+func TestStartRelaysProgress(t *testing.T) {
+	dir := t.TempDir()
+	server := filepath.Join(dir, "server")
+	script := "#!/bin/sh\nfor i in 1 2 3; do echo '{\"progress\":{\"done\":'$i',\"total\":3}}' >&3; done\n" +
+		"echo '{\"ready\":true,\"pid\":'$$'}' >&3\nexec 3>&-\nexit 0\n"
+	if err := os.WriteFile(server, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, err := registry.Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	pid, err := Start(context.Background(), server, Request{Home: h, Vault: "v", Mountpoint: filepath.Join(dir, "mnt"),
+		Progress: func(done, total int) { got = append(got, done, total) }})
+	if err != nil || pid <= 0 {
+		t.Fatalf("Start: pid %d, %v", pid, err)
+	}
+	if want := []int{1, 3, 2, 3, 3, 3}; !slices.Equal(got, want) {
+		t.Errorf("progress heard %v, want %v", got, want)
+	}
+
+	// Reports spaced wider than the timeout, the reader waits on.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	go func() {
+		defer pw.Close()
+		for i := range 4 {
+			time.Sleep(60 * time.Millisecond)
+			fmt.Fprintf(pw, `{"progress":{"done":%d,"total":4}}`+"\n", i)
+		}
+		fmt.Fprintln(pw, `{"ready":true,"pid":7}`)
+	}()
+	n := 0
+	msg, err := readReady(pr, 150*time.Millisecond, func(int, int) { n++ })
+	if err != nil || !msg.Ready || msg.PID != 7 || n != 4 {
+		t.Errorf("readReady over 240 ms of reports, timeout 150 ms: %+v, %v, %d reports", msg, err, n)
+	}
+	// Silence longer than the timeout is still a failure.
+	pr2, pw2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr2.Close()
+	defer pw2.Close()
+	fmt.Fprintln(pw2, `{"progress":{"done":1,"total":4}}`)
+	if _, err := readReady(pr2, 100*time.Millisecond, nil); !errs.Is(err, MountFailed) {
+		t.Errorf("readReady after a report and silence: %v, want MountFailed", err)
+	}
 }

@@ -30,10 +30,19 @@ func Materialize(ctx context.Context, tx *vfs.Tx, dir string) (MatStats, error) 
 // materialize is Materialize; with a store, a regular file's data goes
 // there once and the tree holds a stub that redirects to it (Shared).
 func materialize(ctx context.Context, tx *vfs.Tx, dir string, store *storeWriter) (MatStats, error) {
-	m := &materializer{ctx: ctx, tx: tx, links: map[vfs.Ino]string{}, buf: make([]byte, 1<<20), store: store}
+	m := &materializer{ctx: ctx, tx: tx, links: map[vfs.Ino]string{}, buf: make([]byte, 1<<20), store: store,
+		progress: ProgressOf(ctx), last: time.Now()}
 	root, err := tx.GetAttr(vfs.RootIno)
 	if err != nil {
 		return m.st, err
+	}
+	if m.progress != nil {
+		u, err := tx.Usage()
+		if err != nil {
+			return m.st, err
+		}
+		m.total = int(u.Files) // inodes: hard links make the names a few more
+		defer func() { m.progress(m.st.Files, m.st.Files) }()
 	}
 	if err := m.dir(&vfs.DirWalk{}, root, dir); err != nil {
 		return m.st, err
@@ -48,6 +57,11 @@ type materializer struct {
 	buf   []byte
 	st    MatStats
 	store *storeWriter // nil: whole files in the tree
+	// progress hears of the names written every progressEvery, of about
+	// total (nil: nobody asked).
+	progress Progress
+	total    int
+	last     time.Time
 }
 
 func (m *materializer) dir(w *vfs.DirWalk, at vfs.Attr, path string) error {
@@ -78,6 +92,12 @@ func (m *materializer) dir(w *vfs.DirWalk, at vfs.Attr, path string) error {
 
 func (m *materializer) node(w *vfs.DirWalk, at vfs.Attr, p string) error {
 	m.st.Files++
+	if m.progress != nil && m.st.Files%256 == 0 {
+		if now := time.Now(); now.Sub(m.last) >= progressEvery {
+			m.last = now
+			m.progress(m.st.Files, m.total)
+		}
+	}
 	if at.Type != vfs.TypeDir && at.Nlink > 1 {
 		if first, ok := m.links[at.Ino]; ok {
 			return hostErr("materialize", p, os.Link(first, p))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/mountd"
+	"github.com/agentvfs/agentvfs/internal/overlay"
 	"github.com/agentvfs/agentvfs/internal/transport"
 )
 
@@ -53,7 +54,8 @@ func (t *Transport) Start(ctx context.Context, spec transport.Spec) (transport.W
 		return nil, err
 	}
 	pid, err := mountd.Start(ctx, exe, mountd.Request{Home: spec.Home, Vault: spec.Vault, Mountpoint: spec.Dir,
-		ReadOnly: spec.ReadOnly, OwnerPID: spec.OwnerPID, IdleTimeout: spec.IdleTimeout, Transport: t.name})
+		ReadOnly: spec.ReadOnly, OwnerPID: spec.OwnerPID, IdleTimeout: spec.IdleTimeout, Transport: t.name,
+		Progress: overlay.ProgressOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
