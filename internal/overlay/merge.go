@@ -53,7 +53,9 @@ func (c *Cache) mergeDeltas(key string) (MatStats, bool, error) {
 	m := &merger{f: c.Format}
 	tree := filepath.Join(tmp, "tree")
 	if err := m.mergeDir(tree, trees, false); err != nil {
-		if errors.Is(err, unix.EMLINK) { // a file linked from too many entries
+		// A file linked from too many entries, or one another user's
+		// (fs.protected_hardlinks): the squash from the vault copies.
+		if errors.Is(err, unix.EMLINK) || errors.Is(err, unix.EPERM) {
 			return st, false, nil
 		}
 		return st, false, hostErr("layer cache", tree, err)
@@ -201,8 +203,10 @@ func (m *merger) attrs(s, d string, st *unix.Stat_t) error {
 			return err
 		}
 	}
-	if err := unix.Lchown(d, int(st.Uid), int(st.Gid)); err != nil {
-		return err
+	if os.Geteuid() == 0 { // only root gives a host dir another owner (as materialize)
+		if err := unix.Lchown(d, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
 	}
 	if err := unix.Chmod(d, st.Mode&0o7777); err != nil {
 		return err
