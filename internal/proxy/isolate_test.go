@@ -405,4 +405,8 @@ func TestRuntimeDirPrune(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dirs[busy], "home")); err != nil || string(b) != busy {
 		t.Errorf("a runtime dir kept no longer says whose it is: %q %v", b, err)
 	}
+	// Nor does it look new again: its age is what the grace goes by.
+	if fi, err := os.Stat(filepath.Join(dirs[busy], "home")); err != nil || time.Since(fi.ModTime()) < 30*time.Minute {
+		t.Errorf("the prune of a runtime dir it kept made its home file new: %v", err)
+	}
 }
