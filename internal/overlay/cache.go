@@ -555,7 +555,25 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 		}
 		doomed = append(doomed, e.Key)
 	}
-	// Tops first: dropping an entry may free the one below it.
+	doomed, err = c.dropTopsFirst(doomed, above, parent)
+	if err != nil {
+		return err
+	}
+	for _, key := range doomed { // stood on: marked, to go with the last entry above
+		_ = os.WriteFile(filepath.Join(c.path(key), goneFile), nil, 0o600)
+	}
+	if _, err := os.Stat(filepath.Join(c.storeRoot(), "sweep")); err == nil {
+		_, err = c.Sweep()
+		return err
+	}
+	return nil
+}
+
+// dropTopsFirst drops the doomed entries that no entry stands on (above
+// counts those that do), again and again, since dropping an entry may
+// free the one below it (its parent); entries a mount holds stay. It
+// returns the doomed entries left.
+func (c *Cache) dropTopsFirst(doomed []string, above map[string]int, parent map[string]string) ([]string, error) {
 	for progressed := true; progressed; {
 		progressed = false
 		rest := doomed[:0]
@@ -569,7 +587,7 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 			case errs.Is(err, errs.VaultLocked):
 				continue // a mount holds it: the sweep at a later start takes it
 			case err != nil:
-				return err
+				return nil, err
 			}
 			progressed = true
 			if p, ok := parent[key]; ok {
@@ -578,14 +596,7 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 		}
 		doomed = rest
 	}
-	for _, key := range doomed { // stood on: marked, to go with the last entry above
-		_ = os.WriteFile(filepath.Join(c.path(key), goneFile), nil, 0o600)
-	}
-	if _, err := os.Stat(filepath.Join(c.storeRoot(), "sweep")); err == nil {
-		_, err = c.Sweep()
-		return err
-	}
-	return nil
+	return doomed, nil
 }
 
 // DropFreed removes the entries of v's file whose layers v no longer

@@ -365,7 +365,8 @@ func TestIsolateFlagInvalid(t *testing.T) {
 }
 
 // TestRuntimeDirPrune: the runtime dir of a home that is gone is removed
-// when a new home's is made, unless something is still in its mounts.
+// when a new home's is made (once past the grace for homes not made
+// yet), unless something is still in its mounts.
 func TestRuntimeDirPrune(t *testing.T) {
 	xdg := t.TempDir()
 	gone, kept, busy := t.TempDir(), t.TempDir(), t.TempDir()
@@ -387,6 +388,8 @@ func TestRuntimeDirPrune(t *testing.T) {
 	}
 	os.RemoveAll(gone)
 	os.RemoveAll(busy)
+	age(t, dirs[gone]) // past prune's grace for homes not made yet
+	age(t, dirs[busy])
 	if _, err := proxy.RuntimeDir(t.TempDir(), xdg); err != nil {
 		t.Fatal(err)
 	}
@@ -398,5 +401,12 @@ func TestRuntimeDirPrune(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dirs[busy], "mnt", "v", "file")); err != nil {
 		t.Errorf("a runtime dir with something in its mount was emptied: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dirs[busy], "home")); err != nil || string(b) != busy {
+		t.Errorf("a runtime dir kept no longer says whose it is: %q %v", b, err)
+	}
+	// Nor does it look new again: its age is what the grace goes by.
+	if fi, err := os.Stat(filepath.Join(dirs[busy], "home")); err != nil || time.Since(fi.ModTime()) < 30*time.Minute {
+		t.Errorf("the prune of a runtime dir it kept made its home file new: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/agentvfs/agentvfs/internal/errs"
 	"github.com/agentvfs/agentvfs/internal/sandbox"
@@ -66,12 +67,25 @@ func runtimePaths(home, xdgRuntimeDir string, uid int) (base, dir string) {
 	return base, filepath.Join(base, hex.EncodeToString(sum[:8]))
 }
 
-// homeFile names the home a runtime dir belongs to.
+// homeFile names the home a runtime dir belongs to. Its mtime is when
+// the dir was made: prune never rewrites it.
 const homeFile = "home"
 
+// pruneGrace is how long prune leaves a runtime dir whose home does not
+// exist: a process may ask for its home's runtime dir before it makes the
+// home (a temp home, made right after). That takes milliseconds; a minute
+// is far beyond it on a loaded host, and short enough that a gone home's
+// cache goes with the next home made after it.
+const pruneGrace = time.Minute
+
 // prune removes the runtime dirs under base, other than keep, whose home
-// no longer exists. It only removes empty directories and its own files:
-// a mount still in one (a server that outlived its home) keeps it.
+// no longer exists and whose home file is older than pruneGrace: their
+// empty mountpoints, their own files and their layer cache's entries and
+// data (overlay.Cache.Clear), then the dir once nothing else is left. A
+// mount still in one (a server that outlived its home) keeps it and the
+// entries it holds; so does a run's dir with a pending.json, which may
+// hold writes a crash left for the vault's next open to ingest: a home
+// that looks gone may be on a filesystem not mounted now.
 func prune(base, keep string) {
 	ents, err := os.ReadDir(base)
 	if err != nil {
@@ -82,7 +96,12 @@ func prune(base, keep string) {
 		if !e.IsDir() || dir == keep {
 			continue
 		}
-		home, err := os.ReadFile(filepath.Join(dir, homeFile))
+		hf := filepath.Join(dir, homeFile)
+		fi, err := os.Stat(hf)
+		if err != nil || time.Since(fi.ModTime()) < pruneGrace {
+			continue
+		}
+		home, err := os.ReadFile(hf)
 		if err != nil {
 			continue
 		}
@@ -95,10 +114,14 @@ func prune(base, keep string) {
 		}
 		_ = os.Remove(filepath.Join(dir, "mnt"))
 		_ = os.Remove(filepath.Join(dir, sandbox.ProbeFile))
-		if os.Remove(filepath.Join(dir, homeFile)) == nil {
-			if os.Remove(dir) != nil {
-				_ = os.WriteFile(filepath.Join(dir, homeFile), home, 0o600) // not empty: keep knowing whose it is
-			}
+		clearLayers(dir)
+		if left, err := os.ReadDir(dir); err != nil || len(left) != 1 {
+			continue // not empty: the home file keeps saying whose it is
+		}
+		if os.Remove(hf) == nil && os.Remove(dir) != nil {
+			// Something came in meanwhile: keep knowing whose, and since when.
+			_ = os.WriteFile(hf, home, 0o600)
+			_ = os.Chtimes(hf, fi.ModTime(), fi.ModTime())
 		}
 	}
 }
