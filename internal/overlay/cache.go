@@ -435,7 +435,8 @@ func (c *Cache) Entries() ([]Entry, error) {
 	return out, nil
 }
 
-// Prune removes what a crash left (temporary dirs, runs nobody holds) and
+// Prune removes what a crash left (temporary dirs, run dirs that never
+// wrote their pending.json and have nothing mounted, a minute old) and
 // then entries, least recently used first, until the cache is within its
 // budget, and sweeps the store of data files no entry names any more. A
 // store file counts once, however many entries redirect to it, and
@@ -444,8 +445,12 @@ func (c *Cache) Entries() ([]Entry, error) {
 func (c *Cache) Prune() (removed []string, err error) {
 	des, _ := os.ReadDir(c.Root)
 	for _, d := range des {
-		if strings.HasPrefix(d.Name(), ".tmp-") {
-			_ = removeAll(filepath.Join(c.Root, d.Name()))
+		dir := filepath.Join(c.Root, d.Name())
+		switch {
+		case strings.HasPrefix(d.Name(), ".tmp-"):
+			_ = removeAll(dir)
+		case strings.HasPrefix(d.Name(), runPrefix) && startedNothing(dir):
+			_ = removeAll(dir) // a crash while starting: no pending.json, nothing mounted
 		}
 	}
 	ents, err := c.Entries()

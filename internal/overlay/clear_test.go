@@ -134,3 +134,48 @@ func testClearKeepsWhatIsHeld(t *testing.T, l Layout) {
 		t.Fatalf("the cache's dir is left: %v", err)
 	}
 }
+
+// TestPruneTakesRunsThatNeverStarted: Prune, on a cache in use, removes a
+// run dir a crash left before its pending.json (a minute old, nothing
+// mounted), and leaves one that may be starting now, one with a
+// pending.json and a live run's.
+func TestPruneTakesRunsThatNeverStarted(t *testing.T) {
+	needRoot(t)
+	c := newCache(t, Copies)
+	v, _ := newVault(t, vfs.Quota{})
+	importDir(t, v, t.TempDir())
+	live, err := c.Start(context.Background(), v, "live", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Discard()
+	dead, starting, pendingRun := filepath.Join(c.Root, runPrefix+"dead"), filepath.Join(c.Root, runPrefix+"starting"), filepath.Join(c.Root, runPrefix+"pending")
+	for _, d := range []string{dead, starting, pendingRun} {
+		if err := os.MkdirAll(filepath.Join(d, "upper"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(pendingRun, "pending.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hourAgo := time.Now().Add(-time.Hour)
+	for _, d := range []string{dead, pendingRun, live.Dir} {
+		if err := os.Chtimes(d, hourAgo, hourAgo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("a run dir that never started is left: %v", err)
+	}
+	for _, d := range []string{starting, pendingRun, live.Dir} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s is gone: %v", filepath.Base(d), err)
+		}
+	}
+	if !isMountpoint(live.Merged) {
+		t.Errorf("the live run was unmounted")
+	}
+}

@@ -442,7 +442,7 @@ func (c *Cache) Recover(v *vfs.Vault) ([]Recovered, error) {
 		var p pending
 		b, err := os.ReadFile(filepath.Join(dir, "pending.json"))
 		if err != nil || json.Unmarshal(b, &p) != nil {
-			continue // being started, or not a run: a Prune of a later day takes it
+			continue // being started, or not a run: once a minute old, Prune takes it
 		}
 		if p.VaultID != v.ID() {
 			continue
