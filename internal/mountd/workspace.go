@@ -78,6 +78,19 @@ type UpperSizer interface {
 type UpperSize struct {
 	Entries int   `json:"entries"`
 	Bytes   int64 `json:"bytes"`
+	// Settled: the last persist trusted all it saw (Settler); a Persist
+	// now finds nothing to read again.
+	Settled bool `json:"settled"`
+}
+
+// Settler is a workspace whose last Persist saw writes too recent to
+// trust (an overlay's upper: names whose ctime was within a clock tick
+// of its walk), which the next Persist reads again. ServeWorkspace
+// persists it once more after wait, while no run holds the vault, so
+// that the next run's checkpoint does not: a warm git round's set-up
+// spent 4–5 ms re-reading git's index there.
+type Settler interface {
+	Unsettled() (wait time.Duration, ok bool)
 }
 
 // Readlinker is a workspace that reads a symlink of its live tree
@@ -147,13 +160,55 @@ func ServeWorkspace(ctx context.Context, h *registry.Home, ws transport.Workspac
 		}
 		return err
 	}
+	// settleLater, called with mu held after a persist, has a Settler
+	// persisted again once what it saw can be trusted: not counted as
+	// activity (the idle end goes by what others ask), and not while a
+	// run holds the vault (its own summary persists then).
+	var settle *time.Timer
+	settleLater := func() {
+		s, ok := ws.(Settler)
+		if !ok {
+			return
+		}
+		wait, unsettled := s.Unsettled()
+		if !unsettled {
+			return
+		}
+		if settle != nil {
+			settle.Stop()
+		}
+		settle = time.AfterFunc(wait, func() {
+			unlock, err := lockToLeave(h, in.Vault) // a run arriving meanwhile waits
+			if err != nil {
+				return
+			}
+			defer unlock()
+			mu.Lock()
+			defer mu.Unlock()
+			if _, still := s.Unsettled(); !still {
+				return
+			}
+			if err := ws.Persist(ctx); err != nil && o.Log != nil {
+				fmt.Fprintf(o.Log, "avfs mount: settling the %s workspace at %s: %v\n", in.Transport, in.Dir, err)
+			}
+		})
+	}
+	defer func() {
+		mu.Lock()
+		if settle != nil {
+			settle.Stop()
+		}
+		mu.Unlock()
+	}()
 	if !in.ReadOnly {
 		plain := map[string]plainFunc{
 			"flush": func(json.RawMessage) (any, error) {
 				activity.Add(1)
 				mu.Lock()
 				defer mu.Unlock()
-				return nil, ws.Persist(ctx)
+				err := ws.Persist(ctx)
+				settleLater()
+				return nil, err
 			},
 			"unmount": func(raw json.RawMessage) (any, error) {
 				var a unmountArgs
@@ -194,7 +249,11 @@ func ServeWorkspace(ctx context.Context, h *registry.Home, ws transport.Workspac
 				mu.Lock()
 				defer mu.Unlock()
 				n, b := us.UpperSize()
-				return UpperSize{Entries: n, Bytes: b}, nil
+				unsettled := false
+				if st, ok := ws.(Settler); ok {
+					_, unsettled = st.Unsettled()
+				}
+				return UpperSize{Entries: n, Bytes: b, Settled: !unsettled}, nil
 			},
 		}
 		var ops map[string]ControlFunc
@@ -205,7 +264,9 @@ func ServeWorkspace(ctx context.Context, h *registry.Home, ws transport.Workspac
 				activity.Add(1)
 				mu.Lock()
 				defer mu.Unlock()
-				return pw.PersistWith(ctx, fn)
+				err := pw.PersistWith(ctx, fn)
+				settleLater()
+				return err
 			}
 		}
 		path, err := mountrec.SocketPath(h, in.Dir)

@@ -5,6 +5,7 @@ package overlay
 import (
 	"path"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -75,6 +76,13 @@ func (r *Run) Settle(v *vfs.Vault) error {
 	}
 	r.pending.Persisted = ls[1].Layer
 	return r.writePending()
+}
+
+// Unsettled reports whether the last persist saw names written too
+// recently to trust (upperPrint's racy check), so that the next one reads
+// them again, and how long until they can be trusted.
+func (r *Run) Unsettled() (time.Duration, bool) {
+	return racyWindow + 10*time.Millisecond, r.printed == [32]byte{}
 }
 
 // UpperSize is the entries (files, dirs, whiteouts) and the file bytes

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvfs/agentvfs/internal/mountd"
 	"github.com/agentvfs/agentvfs/internal/mountrec"
 	"github.com/agentvfs/agentvfs/internal/proxy"
+	"github.com/agentvfs/agentvfs/internal/registry"
 )
 
 // lingeringOverlay runs script as the first run of a root overlay
@@ -268,5 +270,41 @@ func TestLingeringOverlayAnswersLinks(t *testing.T) {
 	}
 	if env := e.exec(0, "", "--cwd", "d", "--", "ls", "../b/d"); env.Result.Decision.Action != "allow" || !env.Result.MountReused {
 		t.Errorf("ls ../b/d from d: reused %v, %+v", env.Result.MountReused, env.Result.Decision)
+	}
+}
+
+// TestLingeringOverlaySettles: a run's last writes are too recent for its
+// summary's ingest to trust their stat data, so the next persist would
+// read them again; the idle server does that on its own once they are
+// old enough, so the next run's checkpoint finds the upper settled.
+func TestLingeringOverlaySettles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, m := lingeringOverlay(t, e, "30s", "mkdir d && echo one > d/a")
+	second := e.exec(0, "", "--shell", "echo two > d/b").Result
+	if !second.MountReused {
+		t.Fatalf("second run did not reuse the lingering mount: %+v", second)
+	}
+	h, err := registry.Open(e.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u mountd.UpperSize
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if u, err = mountd.WorkspaceUpper(h, m.Mountpoint); err != nil {
+			t.Fatal(err)
+		}
+		if u.Settled || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !u.Settled {
+		t.Errorf("the lingering overlay did not settle after its run: %+v", u)
+	}
+	third := e.exec(0, "", "--shell", "cat d/a d/b").Result
+	if !third.MountReused || third.Stdout != "one\ntwo\n" {
+		t.Errorf("the run after the settle: reused %v, stdout %q", third.MountReused, third.Stdout)
 	}
 }

@@ -312,6 +312,15 @@ func (w *workspace) PersistWith(ctx context.Context, fn func(*vfs.Vault) error) 
 	})
 }
 
+// Unsettled says whether the last persist must read names again that
+// were written too recently to trust (mountd.Settler).
+func (w *workspace) Unsettled() (time.Duration, bool) {
+	if w.run == nil || w.spec.ReadOnly {
+		return 0, false
+	}
+	return w.run.Unsettled()
+}
+
 // Readlink reads the symlink at vault path p in the merged dir, the live
 // state (mountd.Readlinker).
 func (w *workspace) Readlink(p string) (string, bool, error) {
