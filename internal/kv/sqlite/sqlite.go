@@ -4,10 +4,11 @@
 //
 // The whole store is one table:
 //
-//	CREATE TABLE kv(k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID
+//	CREATE TABLE kv(k BLOB PRIMARY KEY, v BLOB NOT NULL)
 //
-// WITHOUT ROWID keeps each pair in a single b-tree ordered by k (memcmp
-// order, as kv requires), so a Scan is one index walk.
+// a rowid table whose key index holds the keys alone, in memcmp order
+// as kv requires, so a Scan is one index walk (why not WITHOUT ROWID:
+// build).
 //
 // The database runs in WAL mode with synchronous=FULL: a commit is on disk
 // when Update returns, and readers in any process keep their snapshot while
