@@ -444,15 +444,7 @@ func (c *Cache) Entries() ([]Entry, error) {
 // stay.
 func (c *Cache) Prune() (removed []string, err error) {
 	des, _ := os.ReadDir(c.Root)
-	for _, d := range des {
-		dir := filepath.Join(c.Root, d.Name())
-		switch {
-		case strings.HasPrefix(d.Name(), ".tmp-"):
-			_ = removeAll(dir)
-		case strings.HasPrefix(d.Name(), runPrefix) && startedNothing(dir):
-			_ = removeAll(dir) // a crash while starting: no pending.json, nothing mounted
-		}
-	}
+	c.removeLeftovers(des)
 	ents, err := c.Entries()
 	if err != nil {
 		return nil, err

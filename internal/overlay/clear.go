@@ -36,15 +36,7 @@ func (c *Cache) Clear() (gone bool, err error) {
 	if err != nil {
 		return false, hostErr("layer cache", c.Root, err)
 	}
-	for _, d := range des {
-		dir := filepath.Join(c.Root, d.Name())
-		switch {
-		case strings.HasPrefix(d.Name(), ".tmp-"):
-			_ = removeAll(dir)
-		case strings.HasPrefix(d.Name(), runPrefix) && startedNothing(dir):
-			_ = removeAll(dir)
-		}
-	}
+	c.removeLeftovers(des)
 	ents, err := c.Entries()
 	if err != nil {
 		return false, err
@@ -66,6 +58,20 @@ func (c *Cache) Clear() (gone bool, err error) {
 		return false, err
 	}
 	return c.removeIfBare()
+}
+
+// removeLeftovers removes, of the cache's dir entries des, what a crash
+// left: the .tmp- dirs and the run dirs that never started.
+func (c *Cache) removeLeftovers(des []os.DirEntry) {
+	for _, d := range des {
+		dir := filepath.Join(c.Root, d.Name())
+		switch {
+		case strings.HasPrefix(d.Name(), ".tmp-"):
+			_ = removeAll(dir)
+		case strings.HasPrefix(d.Name(), runPrefix) && startedNothing(dir):
+			_ = removeAll(dir) // a crash while starting: no pending.json, nothing mounted
+		}
+	}
 }
 
 // startedNothing reports whether run dir dir is what a crash while

@@ -29,7 +29,7 @@ type Prepared struct {
 	Lowers []string // newest first
 	Data   []string // data-only lower layers (the Shared layout's store)
 	Top    string   // key of the newest entry
-	Built  bool     // a base was materialized for this state
+	Built  bool     // a base was materialized for this state, or its deltas merged (merge.go)
 	Stats  MatStats
 	Ms     float64 // time spent finding or building the stack
 }
