@@ -58,10 +58,17 @@ func whenIdle(d time.Duration, done <-chan struct{}, activity func() uint64, lea
 }
 
 // lockToLeave takes vault's run lock for a server about to end its idle
-// mount: held until the mount is released, a run arriving meanwhile
-// waits and then mounts anew.
+// mount (or to settle it): held until the mount is released, a run
+// arriving meanwhile waits and then mounts anew. A home that is gone
+// (moved away, its filesystem unmounted) has no runs to keep out, and
+// the server, which holds its vault open, goes on without the lock
+// rather than make a skeleton home where the real one was.
 func lockToLeave(h *registry.Home, vault string) (func(), error) {
-	return mountrec.LockRuns(h, vault, fmt.Sprintf("%s (pid %d)", mountrec.LeavingHolder, os.Getpid()))
+	unlock, err := mountrec.LockRuns(h, vault, fmt.Sprintf("%s (pid %d)", mountrec.LeavingHolder, os.Getpid()))
+	if errors.Is(err, mountrec.ErrHomeGone) {
+		return func() {}, nil
+	}
+	return unlock, err
 }
 
 // leave ends the mount if no run holds it and nothing in it is in use.

@@ -1,6 +1,8 @@
 package mountrec
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -120,4 +122,36 @@ func asErr(err error, e **errs.Error) bool {
 	te, ok := err.(*errs.Error)
 	*e = te
 	return ok
+}
+
+// TestLockRunsHomeGone: with its home moved away, LockRuns fails with
+// ErrHomeGone and makes nothing where the home was; with the home there,
+// it makes the lock's dirs and a second holder is refused.
+func TestLockRunsHomeGone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "home")
+	h, err := registry.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, dir+"-away"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LockRuns(h, "v", "test")
+	if !errors.Is(err, ErrHomeGone) || !errs.Is(err, errs.NotFound) {
+		t.Errorf("LockRuns in a gone home: %v, want ErrHomeGone", err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("LockRuns made the gone home again: %v", err)
+	}
+	if err := os.Rename(dir+"-away", dir); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := LockRuns(h, "v", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if _, err := LockRuns(h, "v", "second"); !errs.Is(err, errs.VaultLocked) {
+		t.Errorf("a second holder: %v, want VaultLocked", err)
+	}
 }

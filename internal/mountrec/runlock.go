@@ -3,6 +3,7 @@ package mountrec
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,13 +33,24 @@ func runLockPath(h *registry.Home, vault string) string {
 	return filepath.Join(h.Dir, "proxy", "locks", vault+".lock")
 }
 
+// ErrHomeGone is why LockRuns fails when the home itself is gone (moved
+// away, its filesystem unmounted): a lingering server outlives its home
+// that way, and making the lock's dir would leave a skeleton home where
+// the real one was, in the way of its coming back.
+var ErrHomeGone = errors.New("the avfs home is gone")
+
 // LockRuns takes vault's run lock for holder, or fails at once with
 // VaultLocked naming who has it; a server that is ending its mount is
-// waited for (it is gone in milliseconds). unlock lets it go.
+// waited for (it is gone in milliseconds). unlock lets it go. It makes
+// the lock's dir under the home, never the home itself (ErrHomeGone).
 func LockRuns(h *registry.Home, vault, holder string) (unlock func(), err error) {
 	path := runLockPath(h, vault)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, &errs.Error{Kind: errs.IoError, Op: "lock", Vault: vault, Err: err}
+	if err := mkdirUnder(h.Dir, filepath.Dir(path)); err != nil {
+		kind := errs.IoError
+		if errors.Is(err, ErrHomeGone) {
+			kind = errs.NotFound
+		}
+		return nil, &errs.Error{Kind: kind, Op: "lock", Vault: vault, Path: h.Dir, Err: err}
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -77,4 +89,26 @@ func LockRuns(h *registry.Home, vault, holder string) (unlock func(), err error)
 			f.Close()
 		})
 	}, nil
+}
+
+// mkdirUnder makes dir and its parents below home, which must exist.
+func mkdirUnder(home, dir string) error {
+	rel, err := filepath.Rel(home, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%s is not under %s", dir, home)
+	}
+	if fi, err := os.Stat(home); err != nil || !fi.IsDir() {
+		return ErrHomeGone
+	}
+	at := home
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		at = filepath.Join(at, part)
+		if err := os.Mkdir(at, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			if errors.Is(err, fs.ErrNotExist) {
+				return ErrHomeGone // it went since the Stat
+			}
+			return err
+		}
+	}
+	return nil
 }
