@@ -64,6 +64,10 @@ type entryMeta struct {
 	Bytes   int64     `json:"bytes"`
 	Shared  int64     `json:"shared_bytes,omitempty"` // size of the store files the tree names, each once
 	Created time.Time `json:"created"`
+	// Boot names the boot in which the entry was placed without a sync
+	// (seal); a crash of the host may have lost part of it, so in another
+	// boot it is dropped, not used. "": synced.
+	Boot string `json:"boot,omitempty"`
 }
 
 // Key names the entry of one layer of one vault file.
@@ -262,6 +266,13 @@ func (c *Cache) open(key string) (*os.File, entryMeta, error) {
 	if err == nil {
 		err = json.Unmarshal(b, &m)
 	}
+	if err == nil && m.Boot != "" && m.Boot != currentBoot() {
+		// Placed unsynced in a boot that is over: gone, as a crash
+		// may have left it half written.
+		f.Close()
+		_ = c.Drop(key)
+		return nil, m, os.ErrNotExist
+	}
 	if err != nil {
 		f.Close()
 		return nil, m, err
@@ -315,7 +326,7 @@ func (c *Cache) build(key string, fill func(tree string, store *storeWriter) (Ma
 	if store != nil {
 		m.Shared = store.bytes()
 	}
-	if err := c.seal(tmp, m); err != nil {
+	if err := c.seal(tmp, m, store != nil); err != nil {
 		return st, err
 	}
 	if store != nil {
@@ -345,7 +356,7 @@ func (c *Cache) Adopt(upper, key, parent string, st IngestStats) error {
 	if err != nil {
 		return hostErr("layer cache", upper, err)
 	}
-	if err := c.seal(tmp, entryMeta{Parent: parent, Format: c.Format, Layout: layoutOf(c.Layout), Files: st.Written + st.Dirs, Bytes: st.Bytes, Created: time.Now().UTC()}); err != nil {
+	if err := c.seal(tmp, entryMeta{Parent: parent, Format: c.Format, Layout: layoutOf(c.Layout), Files: st.Written + st.Dirs, Bytes: st.Bytes, Created: time.Now().UTC()}, false); err != nil {
 		return err
 	}
 	return c.place(tmp, key)
@@ -361,22 +372,33 @@ func (c *Cache) tmpDir() (string, error) {
 	return tmp, hostErr("layer cache", tmp, os.Mkdir(tmp, 0o700))
 }
 
-// seal writes meta.json and syncs the tree's top, so that a rename that
-// survives a crash names a whole entry.
-func (c *Cache) seal(tmp string, m entryMeta) error {
+// seal writes meta.json so that a rename that survives a crash names a
+// whole entry: the tree is synced first (one syncfs for files written by
+// many opens) when its data must outlive the boot (durable: the Shared
+// layout's data files, which the store keeps for other entries), or when
+// the boot cannot be named. Otherwise the entry is of this boot only
+// (entryMeta.Boot): a derived copy of what the vault holds, dropped and
+// made again after a reboot rather than paid for with a barrier over the
+// whole host filesystem on every run (50-250 ms for 10,000 new files).
+func (c *Cache) seal(tmp string, m entryMeta, durable bool) error {
+	sync := durable
+	if !durable {
+		m.Boot = currentBoot()
+		sync = m.Boot == ""
+	}
 	b, _ := json.Marshal(m)
 	f, err := os.OpenFile(filepath.Join(tmp, "meta.json"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return hostErr("layer cache", tmp, err)
 	}
-	if _, err = f.Write(b); err == nil {
+	if _, err = f.Write(b); err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = syncFS(tmp) // the tree's files, written by many opens: one barrier
+	if err == nil && sync {
+		err = syncFS(tmp)
 	}
 	return hostErr("layer cache", tmp, err)
 }

@@ -61,7 +61,7 @@ func (c *Cache) mergeDeltas(key string) (MatStats, bool, error) {
 		return st, false, hostErr("layer cache", tree, err)
 	}
 	meta := entryMeta{Parent: keys[n], Format: c.Format, Layout: layoutOf(c.Layout), Files: m.st.Files, Bytes: m.st.Bytes, Created: time.Now().UTC()}
-	if err := c.seal(tmp, meta); err != nil {
+	if err := c.seal(tmp, meta, false); err != nil {
 		return st, false, err
 	}
 	// The lease's shared locks would keep Drop from taking the old top;

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -145,9 +146,9 @@ func (c *Cache) start(ctx context.Context, v *vfs.Vault, id, target string, ro, 
 	}
 	r.Prepared = prep
 	r.pending = pending{VaultID: v.ID(), Vault: v.Name(), Top: top, Base: base, Parent: prep.Top, Format: c.Format, Merged: r.Merged}
-	// A run's read-write upper is ingested or adopted (Adopt syncs it)
-	// and never mounted again, so a volatile cache's mount skips syncing
-	// it, unless the boot cannot be named.
+	// A run's read-write upper is ingested, then adopted as an entry of
+	// this boot or removed, and never mounted again, so a volatile
+	// cache's mount skips syncing it, unless the boot cannot be named.
 	volatile := false
 	if id := currentBoot(); !ro && c.Volatile && id != "" {
 		r.pending.BootID, volatile = id, true
@@ -538,11 +539,12 @@ func (c *Cache) runs() []runDir {
 	return out
 }
 
-// currentBoot names the host's current boot ("": unknown).
-func currentBoot() string {
+// currentBoot names the host's current boot ("": unknown). A process
+// lives in one boot: it is read once.
+var currentBoot = sync.OnceValue(func() string {
 	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return strings.TrimSpace(string(b))
-}
+})
 
 // isMountpoint reports whether dir is the root of a mount: its device
 // differs from its parent's.
