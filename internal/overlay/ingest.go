@@ -38,8 +38,8 @@ func Ingest(tx *vfs.Tx, upper string, f Format) (IngestStats, error) {
 
 // sig is a name's stat data in the upper as an ingest saw it (git's
 // index stat data): the same again, and not racy (its ctime was not
-// within racyWindow of that ingest's start, so a write in the same clock
-// tick cannot hide), means the state holds the name as the upper does.
+// within the racy window of that ingest's start, so a write in the same
+// clock tick cannot hide), means the state holds the name as the upper does.
 type sig struct {
 	ino, size    uint64
 	mode, nlink  uint32
@@ -142,7 +142,7 @@ func (in *ingester) entry(p string, dir vfs.Ino, name string, depth int, fresh b
 		rel = "/" + filepath.ToSlash(p[len(in.upper)+1:])
 		g := sig{ino: st.Ino, size: uint64(st.Size), mode: st.Mode, nlink: uint32(st.Nlink), uid: st.Uid, gid: st.Gid,
 			mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), opaque: opaque}
-		g.racy = time.Unix(0, g.ctime).After(in.start.Add(-racyWindow))
+		g.racy = racy(st.Ctim, in.start)
 		in.met[rel] = g
 		// Not below a dir this ingest made or emptied (fresh): the state
 		// holds nothing there, whatever an earlier ingest wrote.

@@ -21,12 +21,37 @@ import (
 //
 // As git's "racy" check: the kernel stamps ctime from a coarse clock, so
 // a write just after a walk may leave the same ctime. A walk that saw a
-// ctime this close to its own start is not trusted, and the next Persist
-// ingests anyway.
-const racyWindow = 50 * time.Millisecond
+// ctime this close to its own start (racy) is not trusted, and the next
+// Persist ingests anyway.
+//
+// The window is two ticks of that clock (CLOCK_REALTIME_COARSE's
+// resolution: 8 ms at HZ=250): a write after the walk began is stamped
+// later than one tick before its start. 50 ms where the resolution cannot
+// be read. A wider window only makes more names racy, and each costs: a
+// git round's last writes were all within 50 ms of the summary's ingest,
+// so the next run re-read them (a warm round's checkpoint stage 5-8 ms).
+var racyWindow = func() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGetres(unix.CLOCK_REALTIME_COARSE, &ts) != nil || ts.Nano() <= 0 || ts.Nano() > int64(25*time.Millisecond) {
+		return 50 * time.Millisecond
+	}
+	return 2 * time.Duration(ts.Nano())
+}()
+
+// racy reports whether a name whose ctime is ctime, met by a walk that
+// started at start, may change without its ctime moving. A filesystem
+// that keeps whole seconds (ctime's nanoseconds 0: ext4 with small
+// inodes, FAT) stamps every write of one second alike: a second's window.
+func racy(ctime unix.Timespec, start time.Time) bool {
+	w := racyWindow
+	if ctime.Nsec == 0 {
+		w += time.Second
+	}
+	return time.Unix(ctime.Sec, ctime.Nsec).After(start.Add(-w))
+}
 
 // upperPrint fingerprints the tree at dir; ok is false when the walk
-// failed or saw a ctime within racyWindow of its start.
+// failed or saw a racy ctime.
 func upperPrint(dir string) (sum [32]byte, ok bool) {
 	start := time.Now()
 	h := sha256.New()
@@ -40,8 +65,7 @@ func upperPrint(dir string) (sum [32]byte, ok bool) {
 		if err := unix.Lstat(p, &st); err != nil {
 			return err
 		}
-		ctime := time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
-		if ctime.After(start.Add(-racyWindow)) {
+		if racy(st.Ctim, start) {
 			ok = false
 		}
 		rel, _ := filepath.Rel(dir, p)
