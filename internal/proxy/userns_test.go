@@ -2,11 +2,15 @@ package proxy_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentvfs/agentvfs/internal/proxy"
 )
 
 // needUserOverlay skips unless uid 65534 can mount an overlay in a user
@@ -157,4 +161,52 @@ func overlayMounts(dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestUserNamespaceOverlayMerge: another user's runs past the layer
+// cache's depth (32 deltas) have their deltas merged over the base by
+// hard links, as root's are, though the user may not chown: the 34th
+// run stands on a merged delta over the base, and what it sees equals
+// the vault's tree.
+func TestUserNamespaceOverlayMerge(t *testing.T) {
+	needUserOverlay(t)
+	t.Parallel()
+	u := newUser(t, nobody)
+	src := filepath.Join(u.root, "src")
+	for i := range 200 {
+		u.write(filepath.Join(src, "b", strconv.Itoa(i)), strconv.Itoa(i)+"\n", 0o644)
+	}
+	u.mustAvfs("import", src, "/")
+	var last *proxy.Envelope
+	for i := 1; i <= 34; i++ {
+		env, code, out := u.exec("--checkpoint", "never", "--shell", fmt.Sprintf(
+			"mkdir -p d%d && echo %d > d%d/f%d && rm -f d%d/f%d && echo x >> b/%d && rm -f b/%d",
+			i%5, i, i%5, i, (i+2)%5, i-3, i, i+100))
+		if env == nil || code != 0 {
+			t.Fatalf("run %d: exit %d %s", i, code, out)
+		}
+		last = env
+	}
+	if o := last.Result.Overlay; o == nil || !o.Materialized || o.Lowers != 2 {
+		t.Fatalf("the 34th run: %+v, want a merged delta over the base (2 lowers, materialized)", o)
+	}
+	// What a run sees through the merged stack is the vault's tree.
+	env, code, out := u.exec("--checkpoint", "never", "--shell",
+		`find . -path ./.avfs -prune -o -type f -print | while read f; do echo "$f" $(cat "$f"); done`)
+	if env == nil || code != 0 {
+		t.Fatalf("the reading run: exit %d %s", code, out)
+	}
+	var want []string
+	for _, l := range treeOf(t, u) {
+		if f := strings.Fields(l); len(f) >= 3 && f[1] == "file" {
+			want = append(want, "."+f[0]+" "+strings.Join(strings.Fields(strings.Join(f[3:], " ")), " "))
+		}
+	}
+	slices.Sort(want)
+	got := strings.Split(strings.TrimSpace(env.Result.Stdout), "\n")
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("through the merged stack:\n%s\nthe vault:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	u.mustAvfs("fsck")
 }
