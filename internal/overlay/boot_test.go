@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentvfs/agentvfs/internal/vfs"
 )
@@ -15,7 +18,8 @@ import (
 // TestEntryOfAnotherBootIsMadeAgain: an entry placed without a sync
 // (Boot set: a base of the Copies layout, any adopted upper) is used in
 // its own boot and, in another, dropped and made again from the vault,
-// never used: a crash of the host may have left it half written. A
+// never used: a crash of the host may have left it half written, even
+// while another process opening it too holds its lock for a moment. A
 // Shared build, whose store data must last, is synced (no Boot).
 func TestEntryOfAnotherBootIsMadeAgain(t *testing.T) { forLayouts(t, testEntryOfAnotherBoot) }
 
@@ -93,9 +97,21 @@ func testEntryOfAnotherBoot(t *testing.T, l Layout) {
 	}
 	l2.Release()
 
-	// As if the host had rebooted since the upper was adopted.
+	// As if the host had rebooted since the upper was adopted; another
+	// process opening it at the same moment holds its lock a while.
 	setBoot(delta, "an-earlier-boot")
 	want := snapshot(t, materializeTo(t, v), snapOpts{times: true})
+	held, err := os.Open(filepath.Join(c.path(delta), "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(held.Fd()), unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		held.Close()
+	}()
 	var l3 Lease
 	defer l3.Release()
 	p = prepareState(t, c, v, &l3)

@@ -270,7 +270,7 @@ func (c *Cache) open(key string) (*os.File, entryMeta, error) {
 		// Placed unsynced in a boot that is over: gone, as a crash
 		// may have left it half written.
 		f.Close()
-		_ = c.Drop(key)
+		c.dropStale(key)
 		return nil, m, os.ErrNotExist
 	}
 	if err != nil {
@@ -278,6 +278,19 @@ func (c *Cache) open(key string) (*os.File, entryMeta, error) {
 		return nil, m, err
 	}
 	return f, m, nil
+}
+
+// dropStale drops entry key of another boot. No mount can hold it (none
+// stacks it in this boot); only a process opening it at the same moment,
+// which drops it too, holds its lock for a while: a refused Drop is tried
+// again, for up to 100 ms.
+func (c *Cache) dropStale(key string) {
+	for range 50 {
+		if err := c.Drop(key); !errs.Is(err, errs.VaultLocked) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // build writes entry key through fill into a temporary dir and renames it
