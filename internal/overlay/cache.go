@@ -569,14 +569,8 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 	if err != nil {
 		return err
 	}
-	above := map[string]int{} // how many entries stand on each key
-	parent := map[string]string{}
 	var doomed []string
 	for _, e := range ents {
-		if e.Parent != "" {
-			above[e.Parent]++
-			parent[e.Key] = e.Parent
-		}
 		id, layer, ok := strings.Cut(e.Key, ".")
 		if !ok || id != vaultID {
 			continue
@@ -587,7 +581,7 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 		}
 		doomed = append(doomed, e.Key)
 	}
-	doomed, err = c.dropTopsFirst(doomed, above, parent)
+	doomed, err = c.dropTopsFirst(doomed, ents)
 	if err != nil {
 		return err
 	}
@@ -601,11 +595,18 @@ func (c *Cache) DropVault(vaultID string, keep func(layer uint64) bool) error {
 	return nil
 }
 
-// dropTopsFirst drops the doomed entries that no entry stands on (above
-// counts those that do), again and again, since dropping an entry may
-// free the one below it (its parent); entries a mount holds stay. It
-// returns the doomed entries left.
-func (c *Cache) dropTopsFirst(doomed []string, above map[string]int, parent map[string]string) ([]string, error) {
+// dropTopsFirst drops the doomed entries that none of ents stands on,
+// again and again, since dropping an entry may free the one below it (its
+// parent); entries a mount holds stay. It returns the doomed entries left.
+func (c *Cache) dropTopsFirst(doomed []string, ents []Entry) ([]string, error) {
+	above := map[string]int{} // how many entries stand on each key
+	parent := map[string]string{}
+	for _, e := range ents {
+		if e.Parent != "" {
+			above[e.Parent]++
+			parent[e.Key] = e.Parent
+		}
+	}
 	for progressed := true; progressed; {
 		progressed = false
 		rest := doomed[:0]

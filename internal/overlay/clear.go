@@ -41,17 +41,11 @@ func (c *Cache) Clear() (gone bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	above := map[string]int{}
-	parent := map[string]string{}
 	var all []string
 	for _, e := range ents {
-		if e.Parent != "" {
-			above[e.Parent]++
-			parent[e.Key] = e.Parent
-		}
 		all = append(all, e.Key)
 	}
-	if _, err := c.dropTopsFirst(all, above, parent); err != nil {
+	if _, err := c.dropTopsFirst(all, ents); err != nil {
 		return false, err
 	}
 	if _, err := c.Sweep(); err != nil {
